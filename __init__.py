@@ -1,0 +1,93 @@
+"""bide: durable agent runs in a directory.
+
+Checkpoints at consistent boundaries, pending writes for parallel nodes, a
+write-ahead intent log for tool calls, approvals through an inbox directory.
+Everything public is re-exported here; modules under ``engine`` and
+``formats`` are internal.
+"""
+
+from .engine.errors import (
+    ApprovalError,
+    BideError,
+    CorruptRecord,
+    DecisionRefused,
+    DurabilityLost,
+    FlowError,
+    FlowMismatch,
+    NewerSchema,
+    NewerStore,
+    NodeFailed,
+    Nondeterminism,
+    NotAHome,
+    NotATool,
+    NotSerializable,
+    ReconciliationAborted,
+    RecordError,
+    ReducerConflict,
+    RunError,
+    RunExists,
+    RunNotResumable,
+    StaleLease,
+    StateNotSerializable,
+    StoreError,
+    StoreFull,
+    ToolError,
+    ToolFailed,
+    ToolOutsideNode,
+    UnknownApproval,
+    UnknownFlow,
+    UnknownRun,
+)
+from .engine.flow import END, Flow, append, merge
+from .engine.policy import Policy
+from .engine.runs import CheckpointInfo, Run, Status
+from .engine.runtime import Engine, open
+from .engine.tools import Outcome, Tool, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "END",
+    "ApprovalError",
+    "BideError",
+    "CheckpointInfo",
+    "CorruptRecord",
+    "DecisionRefused",
+    "DurabilityLost",
+    "Engine",
+    "Flow",
+    "FlowError",
+    "FlowMismatch",
+    "NewerSchema",
+    "NewerStore",
+    "NodeFailed",
+    "Nondeterminism",
+    "NotAHome",
+    "NotATool",
+    "NotSerializable",
+    "Outcome",
+    "Policy",
+    "ReconciliationAborted",
+    "RecordError",
+    "ReducerConflict",
+    "Run",
+    "RunError",
+    "RunExists",
+    "RunNotResumable",
+    "StaleLease",
+    "StateNotSerializable",
+    "Status",
+    "StoreError",
+    "StoreFull",
+    "Tool",
+    "ToolError",
+    "ToolFailed",
+    "ToolOutsideNode",
+    "UnknownApproval",
+    "UnknownFlow",
+    "UnknownRun",
+    "append",
+    "merge",
+    "open",
+    "tool",
+]

@@ -1,0 +1,115 @@
+"""Approval requests: ids, digests, request files, and recording decisions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..formats import ApprovalDecided, ApprovalRequested, pack
+from .errors import DecisionRefused, UnknownApproval
+from .index import ApprovalState
+from .store import Reader
+
+APPROVAL_DECISIONS = ("approve", "reject")
+RECONCILE_DECISIONS = ("mark_done", "retry", "abort")
+
+
+def approval_id(run_id: str, task: str, index: int, kind: str = "approve") -> str:
+    """Stable across re-runs: the same node call asks under the same id."""
+    blob = f"{run_id}\x00{task}\x00{kind}#{index}".encode()
+    return "a-" + hashlib.sha256(blob).hexdigest()[:12]
+
+
+def digest_of(action: str, payload: Any) -> str:
+    """What a decision binds to: the action and its payload, canonically encoded."""
+    return "sha256:" + hashlib.sha256(pack([action, payload])).hexdigest()
+
+
+def decision_file(req: ApprovalRequested | ApprovalState, decision: str) -> dict[str, Any]:
+    return {"approval_id": req.approval_id, "decision": decision, "by": "YOUR NAME",
+            "reason": "why", "run_id": req.run_id, "digest": req.digest}
+
+
+def write_request_file(home: Path, req: ApprovalRequested) -> Path:
+    """``<home>/requests/<id>.json``: what is asked, and a decision file to copy."""
+    body = {
+        "approval_id": req.approval_id,
+        "kind": req.kind,
+        "run_id": req.run_id,
+        "node": req.node,
+        "action": req.action,
+        "payload": req.payload,
+        "digest": req.digest,
+        "allowed": req.allowed,
+        "tool": req.tool,
+        "intent": req.intent,
+        "requested_at": req.requested_at,
+        "expires_at": req.expires_at,
+        "how_to_decide": (
+            f"write one of the decision files below into {home / 'inbox'} (as a dot-file or "
+            f"*.tmp, then rename it to *.json), or run: bide approve {req.approval_id} "
+            f"--home {home}"
+        ),
+        "decision_files": [decision_file(req, d) for d in req.allowed],
+    }
+    return atomic_write_json(home / "requests" / f"{req.approval_id}.json", body)
+
+
+def atomic_write_json(path: Path, body: Any) -> Path:
+    """Write to a dot-file in the same directory, fsync, rename into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(body, fh, indent=2, default=str)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def check_decision(
+    reader: Reader, approval_id: str, decision: str, *, now: float,
+    run_id: str | None = None, digest: str | None = None,
+) -> tuple[ApprovalState, bool]:
+    """Check a decision against its request inside the committing transaction.
+
+    Returns:
+        The request, and True if this exact decision was already recorded (a no-op).
+
+    Raises:
+        UnknownApproval, DecisionRefused: with the reason.
+    """
+    req = reader.approval(approval_id)
+    if req is None:
+        raise UnknownApproval(approval_id)
+    if decision not in req.allowed:
+        raise DecisionRefused(approval_id, f"decision {decision!r} is not allowed here; "
+                              f"allowed: {', '.join(req.allowed)}")
+    if run_id is not None and run_id != req.run_id:
+        raise DecisionRefused(approval_id, f"run_id {run_id!r} does not match the request's "
+                              f"run {req.run_id!r}")
+    if digest is not None and digest != req.digest:
+        raise DecisionRefused(approval_id, "digest does not match the request (the action or "
+                              "payload it approves is not the one waiting)")
+    if req.decision is not None:
+        if req.decision == decision:
+            return req, True
+        raise DecisionRefused(approval_id, f"already decided {req.decision!r} by "
+                              f"{req.by or 'someone'}")
+    if req.expires_at is not None and now > req.expires_at:
+        raise DecisionRefused(approval_id, "the request expired")
+    return req, False
+
+
+def decided(req: ApprovalState, decision: str, **fields: Any) -> ApprovalDecided:
+    return ApprovalDecided(run_id=req.run_id, approval_id=req.approval_id, decision=decision,
+                           **fields)

@@ -1,0 +1,234 @@
+"""``ctx``: what a node can do besides returning an update — call tools, ask for approval.
+
+Tool calls go through the write-ahead intent log (DESIGN.md "Intent log"):
+prepare durably, call, record the outcome. A node that runs again finds its
+earlier intents by key (task identity + call index) and replays them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..formats import ApprovalRequested, IntentCompleted, IntentPrepared, check_serializable
+from ..formats.errors import NotSerializable
+from . import faults
+from .approvals import APPROVAL_DECISIONS, RECONCILE_DECISIONS, approval_id, decided, digest_of
+from .errors import (
+    NotATool,
+    Nondeterminism,
+    Paused,
+    ReconciliationAborted,
+    ToolFailed,
+)
+from .index import IntentState
+from .tools import Outcome, Tool
+
+if TYPE_CHECKING:
+    from .executor import Execution
+
+
+class NodeContext:
+    """Passed to every node as ``ctx``. One per node execution (attempt)."""
+
+    def __init__(self, ex: Execution, node: str, task: str, attempt: int) -> None:
+        self._ex = ex
+        self.run_id = ex.run_id
+        self.node = node
+        self.task_id = task
+        self.superstep = ex.superstep
+        self.state_version = ex.version
+        self.attempt = attempt
+        self._calls = 0
+        self._asks = 0
+
+    # -- approvals ---------------------------------------------------------
+    def approve(self, action: str, payload: Any = None, *, expires_in: float | None = None) -> bool:
+        """Ask a human. Pauses the run the first time; True/False once decided."""
+        index = self._asks
+        self._asks += 1
+        return self._ask(action, payload, expires_in, approval_id(self.run_id, self.task_id, index))
+
+    def _ask(self, action: str, payload: Any, expires_in: float | None, aid: str) -> bool:
+        ex = self._ex
+        try:
+            check_serializable(payload, f"the payload of approval {action!r} in node {self.node!r}")
+        except NotSerializable:
+            raise
+        digest = digest_of(action, payload)
+        with ex.store.reader() as r:
+            req = r.approval(aid)
+        waiting = {"type": "approval", "node_id": self.node, "approval_id": aid}
+        if req is None:
+            now = ex.clock()
+            raise Paused(waiting, [ApprovalRequested(
+                run_id=self.run_id, approval_id=aid, kind="approval", node=self.node,
+                task=self.task_id, action=action, payload=payload, digest=digest,
+                state_version=ex.version, allowed=list(APPROVAL_DECISIONS), requested_at=now,
+                expires_at=None if expires_in is None else now + expires_in,
+            )])
+        if req.digest != digest:
+            raise Nondeterminism(self.node, self._asks - 1, f"approval of {req.action!r} "
+                                 f"({req.digest[:19]})", f"approval of {action!r} ({digest[:19]})")
+        if req.decision is None:
+            if req.expires_at is not None and ex.clock() > req.expires_at:
+                ex.commit([decided(req, "reject", by="bide", reason="expired", at=ex.clock())])
+                return False
+            raise Paused(waiting, [])
+        return req.decision == "approve"
+
+    # -- tools -------------------------------------------------------------
+    def tool(self, t: Tool[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Call a declared tool through the intent log; returns its (recorded) result."""
+        if not isinstance(t, Tool):
+            raise NotATool(t)
+        index = self._calls
+        self._calls += 1
+        if t.needs_approval:
+            aid = approval_id(self.run_id, self.task_id, index, kind="tool")
+            if not self._ask(f"call {t.name}", {"args": list(args), "kwargs": kwargs}, None, aid):
+                raise ToolFailed(t.name, "Rejected", f"the call of {t.name} was rejected")
+        return _ToolCall(self, t, index, args, kwargs).run()
+
+    def intent_key(self, index: int) -> str:
+        return f"{self.task_id}#{index}"
+
+
+def idempotency_key(run_id: str, key: str) -> str:
+    """Stable across re-runs and processes: derived from run id and intent key only."""
+    return "bide-" + hashlib.sha256(f"{run_id}\x00{key}".encode()).hexdigest()[:32]
+
+
+def args_digest(tool: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    blob = check_serializable([list(args), sorted(kwargs.items())],
+                              f"the arguments of tool {tool!r}")
+    return "sha256:" + hashlib.sha256(blob).hexdigest()[:32]
+
+
+class _ToolCall:
+    """One ``ctx.tool`` call: replay, reconcile, or prepare → call → complete."""
+
+    def __init__(self, ctx: NodeContext, t: Tool[..., Any], index: int,
+                 args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.ctx, self.t, self.index, self.args, self.kwargs = ctx, t, index, args, kwargs
+        self.ex = ctx._ex
+        self.key = ctx.intent_key(index)
+        self.idem = idempotency_key(ctx.run_id, self.key)
+        self.digest = args_digest(t.name, args, kwargs)
+
+    def run(self) -> Any:
+        with self.ex.store.reader() as r:
+            known = r.intent(self.ctx.run_id, self.key)
+        if known is None or faults.switch("no_intent_replay"):
+            return self._call(attempt=1 if known is None else known.attempts + 1)
+        self._check_same_call(known)
+        match known.status:
+            case "completed":
+                return known.result
+            case "failed":
+                raise ToolFailed(self.t.name, known.error_type, known.error)
+            case "resolved":
+                return self._resolved(known)
+        return self._unknown(known)
+
+    def _check_same_call(self, known: IntentState) -> None:
+        if known.tool != self.t.name or known.args_digest != self.digest:
+            raise Nondeterminism(
+                self.ctx.node, self.index,
+                f"{known.tool}(args {known.args_digest[7:19]})",
+                f"{self.t.name}(args {self.digest[7:19]})",
+            )
+
+    def _resolved(self, known: IntentState) -> Any:
+        if known.decision == "mark_done":
+            return known.result
+        if known.decision == "abort":
+            raise ReconciliationAborted(self.t.name, self.key, known.by, known.reason)
+        return self._call(attempt=known.attempts + 1)  # "retry"
+
+    def _unknown(self, known: IntentState) -> Any:
+        """The tool may or may not have run. Never guess for a non-idempotent tool."""
+        reconcile_error = None
+        if self.t.reconcile is not None:
+            try:
+                outcome = self.t.reconcile(self.idem, *self.args, **self.kwargs)
+            except Exception as exc:  # a reconciler's failure means "unknown"; keep why
+                outcome, reconcile_error = Outcome.unknown(), f"{type(exc).__name__}: {exc}"
+            if outcome.status == "done":
+                self._complete(known.attempts, ok=True, result=outcome.result, via="reconcile")
+                return outcome.result
+            if outcome.status == "not_done":
+                return self._call(attempt=known.attempts + 1)
+        if self.t.idempotent:
+            return self._call(attempt=known.attempts + 1)
+        aid = known.approval_id or approval_id(self.ctx.run_id, self.ctx.task_id, self.index,
+                                               kind="reconcile")
+        waiting = {"type": "reconciliation", "node_id": self.ctx.node, "approval_id": aid,
+                   "tool": self.t.name, "intent": self.key}
+        if known.approval_id is not None:
+            raise Paused(waiting, [])  # already asked; still undecided
+        payload = {"tool": self.t.name, "intent": self.key, "idempotency_key": self.idem,
+                   "args_digest": self.digest, "attempts": known.attempts,
+                   "reconcile_error": reconcile_error}
+        raise Paused(waiting, [ApprovalRequested(
+            run_id=self.ctx.run_id, approval_id=aid, kind="reconciliation", node=self.ctx.node,
+            task=self.ctx.task_id, action=f"reconcile {self.t.name}", payload=payload,
+            digest=digest_of(f"reconcile {self.t.name}", payload), state_version=self.ex.version,
+            allowed=list(RECONCILE_DECISIONS), tool=self.t.name, intent=self.key,
+            requested_at=self.ex.clock(),
+        )])
+
+    def _call(self, attempt: int) -> Any:
+        t = self.t
+        kwargs = dict(self.kwargs)
+        if t.accepts_key:
+            kwargs["idempotency_key"] = self.idem
+        tries = 0
+        while True:
+            self._prepare(attempt)
+            try:
+                result = _invoke(t.fn, self.args, kwargs)
+            except Exception as exc:
+                faults.point("after_tool_effect")
+                self._complete(attempt, ok=False, error=str(exc), error_type=type(exc).__name__)
+                if tries >= t.retries:
+                    raise ToolFailed(t.name, type(exc).__name__, str(exc)) from exc
+                time.sleep(t.backoff * (2 ** tries))
+                tries += 1
+                attempt += 1
+                continue
+            faults.point("after_tool_effect")
+            try:
+                check_serializable(result, f"the result of tool {t.name!r}")
+            except NotSerializable as exc:
+                self._complete(attempt, ok=False, error=str(exc), error_type="NotSerializable")
+                raise
+            self._complete(attempt, ok=True, result=result)
+            return result
+
+    def _prepare(self, attempt: int) -> None:
+        faults.point("before_intent_prepared")
+        ctx = self.ctx
+        preview = _preview(self.args, self.kwargs)
+        self.ex.commit([IntentPrepared(
+            run_id=ctx.run_id, key=self.key, task=ctx.task_id, node=ctx.node, index=self.index,
+            tool=self.t.name, args_digest=self.digest, idempotency_key=self.idem,
+            attempt=attempt, args_preview=preview, at=self.ex.clock(),
+        )])
+        faults.point("after_intent_prepared")
+
+    def _complete(self, attempt: int, **fields: Any) -> None:
+        self.ex.commit([IntentCompleted(run_id=self.ctx.run_id, key=self.key, attempt=attempt,
+                                        at=self.ex.clock(), **fields)])
+        faults.point("after_intent_completed")
+
+
+def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return fn(*args, **kwargs)
+
+
+def _preview(args: tuple[Any, ...], kwargs: dict[str, Any], limit: int = 200) -> str:
+    text = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+    return text if len(text) <= limit else text[: limit - 1] + "…"

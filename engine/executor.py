@@ -1,0 +1,175 @@
+"""One worker advancing one run: supersteps, folding, checkpoints, pauses, failure.
+
+The worker holds the run's lease; every commit carries its fencing token, so
+a worker that lost the lease cannot write.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..formats import Checkpoint, LeaseReleased, PendingWrite, Record, StatusChanged
+from . import faults
+from .approvals import write_request_file
+from .flow import Flow
+from .policy import Policy
+from .state import Op, fold
+from .store import Store
+from .tasks import TaskResult, run_tasks
+
+
+@dataclass
+class Cursor:
+    """Where a run stands: everything a worker needs to take the next superstep."""
+
+    version: int
+    superstep: int
+    state: dict[str, Any]
+    next: list[str]
+    counts: dict[str, int]
+    seen: dict[str, dict[str, int]]
+    base: int
+    deltas: int
+    scan_from: int
+    found: dict[str, tuple[int, PendingWrite]] = field(default_factory=dict)
+
+
+class Execution:
+    """Runs a leased run until it is done, paused or failed."""
+
+    def __init__(self, *, store: Store, home: Path, flow: Flow, run_id: str, token: int,
+                 owner: str, policy: Policy, cursor: Cursor, clock: Callable[[], float],
+                 lease_ttl: float) -> None:
+        self.store, self.home, self.flow, self.run_id = store, home, flow, run_id
+        self.token, self.owner, self.policy, self.clock = token, owner, policy, clock
+        self.lease_ttl = lease_ttl
+        self.fingerprint = flow.fingerprint()
+        c = cursor
+        self.version, self.superstep, self.state = c.version, c.superstep, c.state
+        self.next, self.counts, self.seen = c.next, c.counts, c.seen
+        self.base, self.deltas, self.scan_from, self.found = c.base, c.deltas, c.scan_from, c.found
+        self.absorbed: list[int] = []
+        self.inline: list[Op] = []
+        self.committed: list[str] = []
+        self.steps_since_cp = 0
+        self._stop = threading.Event()
+
+    def commit(self, records: Sequence[Record]) -> list[int]:
+        return self.store.commit(records, fence=(self.run_id, self.token))
+
+    # -- the loop ----------------------------------------------------------
+    def run(self) -> None:
+        renewer = threading.Thread(target=self._renew, name=f"bide-lease-{self.run_id}",
+                                   daemon=True)
+        renewer.start()
+        try:
+            while self.next:
+                tasks = [(f"{self.superstep}:{name}:0", name) for name in self.next]
+                results = self._results(tasks)
+                if self._stopped_by(results):
+                    return
+                self._fold(results)
+                if self.next and self.policy.due(self.steps_since_cp):
+                    self._checkpoint("RUNNING")
+            self._checkpoint("DONE", release=True)
+        finally:
+            self._stop.set()
+
+    def _results(self, tasks: list[tuple[str, str]]) -> list[TaskResult]:
+        done: dict[str, TaskResult] = {}
+        for task, name in tasks:
+            if task in self.found:
+                seq, write = self.found.pop(task)
+                done[task] = TaskResult(task, name, "ok", list(write.ops), seq)
+        todo = [t for t in tasks if t[0] not in done]
+        for r in run_tasks(self, todo):
+            done[r.task] = r
+        return [done[task] for task, _ in tasks]
+
+    def _stopped_by(self, results: list[TaskResult]) -> bool:
+        """Handle a lost lease, a failure or a pause; True if the run stops here."""
+        lost = [r for r in results if r.kind == "lost"]
+        if lost:
+            raise lost[0].exc  # type: ignore[misc]  # another worker owns the run: write nothing
+        failed = [r for r in results if r.kind == "fail"]
+        if failed:
+            first = failed[0]
+            self._checkpoint("FAILED", release=True, extra=[StatusChanged(
+                run_id=self.run_id, status="FAILED", node=first.node, error=first.error,
+                reason=f"node {first.node!r} failed", at=self.clock())])
+            return True
+        paused = [r for r in results if r.kind == "pause"]
+        if paused:
+            self._pause([r.pause for r in paused if r.pause is not None])
+            return True
+        return False
+
+    def _pause(self, pauses: list[Any]) -> None:
+        requests = [rec for p in pauses for rec in p.records]
+        waiting = pauses[0].waiting
+        kinds = {p.waiting["type"] for p in pauses}
+        status = "NEEDS_RECONCILIATION" if "reconciliation" in kinds else "WAITING_APPROVAL"
+        self._checkpoint(status, release=True, waiting=waiting, extra=requests, folding=False)
+        faults.point("after_pause_committed")
+        for req in requests:
+            write_request_file(self.home, req)
+        if requests:
+            faults.point("after_request_file")
+
+    def _fold(self, results: list[TaskResult]) -> None:
+        writes = [(r.node, r.ops) for r in results]
+        self.state, custom = fold(self.flow, self.state, writes)
+        names = [r.node for r in results]
+        if self.policy.pending_writes:
+            self.absorbed.extend(r.seq for r in results if r.seq is not None)
+        else:
+            self.inline.extend(op for _, ops in writes for op in ops if op[1] != "custom")
+        self.inline.extend(custom)
+        self.committed.extend(n for n in names if n not in self.committed)
+        self.next = self.flow.successors(names, self.state, self.counts, self.seen)
+        self.version += 1
+        self.superstep += 1
+        self.steps_since_cp += 1
+
+    # -- commits -----------------------------------------------------------
+    def _checkpoint(self, status: str, *, release: bool = False, waiting: Any = None,
+                    extra: Sequence[Record] = (), folding: bool = True) -> None:
+        full = self.policy.snapshot == "full" or self.deltas + 1 >= self.policy.full_every
+        cp = Checkpoint(
+            run_id=self.run_id, version=self.version, superstep=self.superstep, status=status,
+            full=full, state=self.state if full else None, base=-1 if full else self.base,
+            writes=[] if full else self.absorbed, ops=[] if full else self.inline,
+            committed=self.committed, next=self.next, counts=self.counts, seen=self.seen,
+            waiting=waiting, scan_from=-1 if folding else self.scan_from,
+            flow=self.flow.name if full else "", fingerprint=self.fingerprint if full else "",
+            at=self.clock(),
+        )
+        records: list[Record] = [cp, *extra]
+        if release:
+            records.append(LeaseReleased(run_id=self.run_id, owner=self.owner, token=self.token,
+                                         at=self.clock()))
+        seq = self.commit(records)[0]
+        faults.point("after_checkpoint")
+        if full:
+            self.base, self.deltas = seq, 0
+        else:
+            self.deltas += 1
+        if folding:
+            self.scan_from = seq
+        self.absorbed, self.inline, self.committed = [], [], []
+        self.steps_since_cp = 0
+
+    def _renew(self) -> None:
+        interval = max(self.lease_ttl / 3, 0.05)
+        while not self._stop.wait(interval):
+            try:
+                ok = self.store.renew_lease(self.run_id, self.token, self.clock() + self.lease_ttl)
+            except Exception:  # the store is closing or failed; the next commit will say so
+                return
+            if not ok:
+                return
+

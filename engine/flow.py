@@ -1,0 +1,164 @@
+"""Flows: named nodes, static edges and joins, conditional routes, per-key reducers."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import FlowError
+
+END = "__end__"
+
+Reducer = Callable[[Any, Any], Any]
+
+
+def append(old: Any, new: Any) -> list[Any]:
+    """Reducer: extend the list with ``new`` (a list) or add one item."""
+    items = list(new) if isinstance(new, (list, tuple)) else [new]
+    return (list(old) if old is not None else []) + items
+
+
+def merge(old: Any, new: Any) -> dict[str, Any]:
+    """Reducer: shallow dict update."""
+    if not isinstance(new, dict):
+        raise TypeError(f"merge reducer needs a dict update, got {type(new).__name__}")
+    return {**(old or {}), **new}
+
+
+BUILTIN_REDUCERS: dict[Any, str] = {append: "append", merge: "merge"}
+
+
+def reducer_kind(fn: Reducer | None) -> str:
+    """How a key's updates are stored: set, append, merge or custom."""
+    if fn is None:
+        return "set"
+    return BUILTIN_REDUCERS.get(fn, "custom")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    fn: Callable[..., Any]
+    after: tuple[str, ...] = ()
+    start: bool = False
+    retries: int = 0
+    retry_backoff: float = 0.0
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+
+class Flow:
+    """A graph of nodes; its ``name`` identifies it in the store."""
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise FlowError(f"a flow needs a non-empty string name, not {name!r}")
+        self.name = name
+        self.nodes: dict[str, Node] = {}
+        self.routes: dict[str, Callable[[Any], Any]] = {}
+        self.reducers: dict[str, Reducer] = {}
+
+    def node(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        start: bool = False,
+        after: Iterable[str] = (),
+        retries: int = 0,
+        retry_backoff: float = 0.0,
+    ) -> Any:
+        """Decorator: add ``fn(state, ctx)`` as a node. ``after`` lists what it joins on."""
+
+        def add(f: Callable[..., Any]) -> Callable[..., Any]:
+            node_name = name or f.__name__
+            if node_name in self.nodes:
+                raise FlowError(f"flow {self.name!r} already has a node named {node_name!r}")
+            if node_name == END:
+                raise FlowError(f"{END!r} is reserved for the end of a flow")
+            deps = (after,) if isinstance(after, str) else tuple(after)
+            self.nodes[node_name] = Node(node_name, f, deps, start, retries, retry_backoff)
+            return f
+
+        return add(fn) if fn is not None else add
+
+    def route(self, node: str, fn: Callable[[Any], Any]) -> None:
+        """After ``node`` completes, ``fn(state)`` names the next node(s) or returns END."""
+        self.routes[node] = fn
+
+    def reducer(self, key: str, fn: Reducer) -> None:
+        """How parallel or repeated writes to ``key`` combine (default: overwrite)."""
+        self.reducers[key] = fn
+
+    # -- checks and identity ----------------------------------------------
+    def validate(self) -> None:
+        if not any(n.start for n in self.nodes.values()):
+            raise FlowError(f"flow {self.name!r} has no start node (use @flow.node(start=True))")
+        for node in self.nodes.values():
+            for dep in node.after:
+                if dep not in self.nodes:
+                    raise FlowError(f"node {node.name!r} is after {dep!r}, which is not a node "
+                                    f"of flow {self.name!r}")
+        for src in self.routes:
+            if src not in self.nodes:
+                raise FlowError(f"route from {src!r}, which is not a node of flow {self.name!r}")
+
+    def fingerprint(self) -> str:
+        """A digest of the graph's shape, recorded on each run."""
+        shape = {
+            "nodes": {n.name: [list(n.after), n.start] for n in self.nodes.values()},
+            "routes": sorted(self.routes),
+            "reducers": {k: reducer_kind(v) for k, v in sorted(self.reducers.items())},
+        }
+        blob = json.dumps(shape, sort_keys=True).encode()
+        return "sha256:" + hashlib.sha256(blob).hexdigest()[:16]
+
+    def start_nodes(self) -> list[str]:
+        return [n.name for n in self.nodes.values() if n.start]
+
+    def order(self, names: Iterable[str]) -> list[str]:
+        """Node names in definition order (the deterministic order of a superstep)."""
+        wanted = set(names)
+        return [n for n in self.nodes if n in wanted]
+
+    def successors(
+        self,
+        completed: list[str],
+        state: Any,
+        counts: dict[str, int],
+        seen: dict[str, dict[str, int]],
+    ) -> list[str]:
+        """The nodes triggered by ``completed``; updates ``counts`` and ``seen`` in place."""
+        done = set(completed)
+        for name in completed:
+            counts[name] = counts.get(name, 0) + 1
+        triggered: set[str] = set()
+        for name in completed:
+            if name in self.routes:
+                triggered.update(self._routed(name, self.routes[name](state)))
+        for node in self.nodes.values():
+            if not node.after or done.isdisjoint(node.after):
+                continue
+            last = seen.get(node.name, {})
+            if all(counts.get(dep, 0) > last.get(dep, 0) for dep in node.after):
+                triggered.add(node.name)
+                seen[node.name] = {dep: counts.get(dep, 0) for dep in node.after}
+        return self.order(triggered)
+
+    def _routed(self, src: str, target: Any) -> list[str]:
+        targets = [target] if target is None or isinstance(target, str) else list(target)
+        out = []
+        for t in targets:
+            if t is None or t == END:
+                continue
+            if t not in self.nodes:
+                raise FlowError(f"route from {src!r} returned {t!r}, which is not a node of "
+                                f"flow {self.name!r}")
+            out.append(t)
+        return out

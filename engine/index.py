@@ -1,0 +1,259 @@
+"""Derived indexes: what the log implies, kept beside it in the same transaction.
+
+``apply`` is the only code that writes indexes, both at commit time and when
+``bide doctor --rebuild`` replays the whole log, so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Protocol
+
+import msgspec
+
+from ..formats import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Checkpoint,
+    IntentCompleted,
+    IntentPrepared,
+    LeaseAcquired,
+    LeaseReleased,
+    Record,
+    RunCreated,
+    StatusChanged,
+    pack,
+    unpack,
+)
+
+RUNS, RUNLOG, INTENTS, APPROVALS = "runs", "runlog", "intents", "approvals"
+DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS)
+WAITING_STATUSES = ("WAITING_APPROVAL", "NEEDS_RECONCILIATION")
+FINISHED_STATUSES = ("DONE", "FAILED", "CANCELLED")
+
+_SEQ = struct.Struct(">Q")
+
+
+def seq_key(seq: int) -> bytes:
+    """Big-endian so byte order is numeric order (LMDB's append path needs it)."""
+    return _SEQ.pack(seq)
+
+
+def seq_of(key: bytes) -> int:
+    return _SEQ.unpack(key[-8:])[0]
+
+
+def run_prefix(run_id: str) -> bytes:
+    return run_id.encode() + b"\x00"
+
+
+def runlog_key(run_id: str, seq: int) -> bytes:
+    return run_prefix(run_id) + seq_key(seq)
+
+
+def intent_key(run_id: str, key: str) -> bytes:
+    return run_prefix(run_id) + key.encode()
+
+
+class RunHead(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The latest facts about a run, so listing runs never walks the log."""
+
+    run_id: str
+    flow: str
+    status: str
+    fingerprint: str = ""
+    policy: dict[str, Any] = {}
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    state_version: int = 0
+    superstep: int = 0
+    checkpoint: int = -1
+    base: int = -1
+    committed: list[str] = []
+    waiting: dict[str, Any] | None = None
+    error: str | None = None
+    reason: str | None = None
+    node: str | None = None
+    lease_owner: str | None = None
+    lease_token: int = 0
+    lease_expires: float = 0.0
+    attempts: int = 0
+    parent: str | None = None
+    parent_version: int | None = None
+    records: int = 0
+    bytes: int = 0
+
+
+class IntentState(msgspec.Struct, kw_only=True, omit_defaults=True):
+    run_id: str
+    key: str
+    tool: str
+    task: str
+    node: str
+    index: int
+    args_digest: str
+    idempotency_key: str
+    status: str = "prepared"
+    attempts: int = 1
+    prepared_at: float = 0.0
+    result: Any = None
+    error: str | None = None
+    error_type: str | None = None
+    via: str | None = None
+    approval_id: str | None = None
+    decision: str | None = None
+    by: str | None = None
+    reason: str | None = None
+
+
+class ApprovalState(msgspec.Struct, kw_only=True, omit_defaults=True):
+    approval_id: str
+    run_id: str
+    kind: str
+    node: str
+    task: str
+    action: str
+    digest: str
+    payload: Any = None
+    state_version: int = 0
+    allowed: list[str] = []
+    tool: str | None = None
+    intent: str | None = None
+    requested_at: float = 0.0
+    expires_at: float | None = None
+    decision: str | None = None
+    by: str | None = None
+    reason: str | None = None
+    result: Any = None
+    decided_at: float | None = None
+    file: str | None = None
+    content_digest: str | None = None
+
+
+class Tables(Protocol):
+    """Key/value access to the derived tables inside one write transaction."""
+
+    def get(self, table: str, key: bytes) -> bytes | None: ...
+    def put(self, table: str, key: bytes, value: bytes) -> None: ...
+
+
+def load(tables: Tables, table: str, key: bytes, cls: type) -> Any:
+    raw = tables.get(table, key)
+    return None if raw is None else unpack(raw, cls)
+
+
+def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
+    """Fold one log record into the derived tables."""
+    run_id: str = record.run_id  # type: ignore[attr-defined]
+    tables.put(RUNLOG, runlog_key(run_id, seq), record.TYPE.encode())
+    if isinstance(record, RunCreated):
+        head = RunHead(
+            run_id=run_id, flow=record.flow, status=record.status,
+            fingerprint=record.fingerprint, policy=record.policy, created_at=record.at,
+            parent=record.parent, parent_version=record.parent_version,
+        )
+    else:
+        head = load(tables, RUNS, run_id.encode(), RunHead)
+        if head is None:
+            return  # an orphan record (its run was pruned); the log keeps it, no head to fold
+    head.records += 1
+    head.bytes += size
+    head.updated_at = max(head.updated_at, getattr(record, "at", 0.0) or 0.0)
+    _fold(tables, head, seq, record)
+    tables.put(RUNS, run_id.encode(), pack(head))
+
+
+def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
+    match record:
+        case Checkpoint():
+            head.status = record.status
+            head.state_version = record.version
+            head.superstep = record.superstep
+            head.checkpoint = seq
+            head.base = seq if record.full else record.base
+            head.committed = record.committed
+            head.waiting = record.waiting
+            if record.status not in ("FAILED",):
+                head.error = None
+        case StatusChanged():
+            head.status = record.status
+            head.reason = record.reason
+            head.error = record.error
+            head.node = record.node
+            if record.status not in WAITING_STATUSES:
+                head.waiting = None
+        case LeaseAcquired():
+            head.lease_owner = record.owner
+            head.lease_token = record.token
+            head.lease_expires = record.expires_at
+            head.attempts = record.attempts
+        case LeaseReleased():
+            if head.lease_token == record.token:
+                head.lease_owner = None
+                head.lease_expires = 0.0
+        case IntentPrepared():
+            _fold_intent_prepared(tables, record)
+        case IntentCompleted():
+            _fold_intent_completed(tables, record)
+        case ApprovalRequested():
+            _fold_approval_requested(tables, record)
+        case ApprovalDecided():
+            _fold_approval_decided(tables, record)
+
+
+def _fold_intent_prepared(tables: Tables, r: IntentPrepared) -> None:
+    key = intent_key(r.run_id, r.key)
+    old = load(tables, INTENTS, key, IntentState)
+    state = IntentState(
+        run_id=r.run_id, key=r.key, tool=r.tool, task=r.task, node=r.node, index=r.index,
+        args_digest=r.args_digest, idempotency_key=r.idempotency_key, attempts=r.attempt,
+        prepared_at=r.at,
+    )
+    if old is not None:  # a new attempt keeps who resolved earlier ones
+        state.approval_id, state.decision = old.approval_id, old.decision
+        state.by, state.reason = old.by, old.reason
+    tables.put(INTENTS, key, pack(state))
+
+
+def _fold_intent_completed(tables: Tables, r: IntentCompleted) -> None:
+    key = intent_key(r.run_id, r.key)
+    state = load(tables, INTENTS, key, IntentState)
+    if state is None:
+        return
+    state.status = "completed" if r.ok else "failed"
+    state.result, state.error, state.error_type, state.via = r.result, r.error, r.error_type, r.via
+    tables.put(INTENTS, key, pack(state))
+
+
+def _fold_approval_requested(tables: Tables, r: ApprovalRequested) -> None:
+    state = ApprovalState(
+        approval_id=r.approval_id, run_id=r.run_id, kind=r.kind, node=r.node, task=r.task,
+        action=r.action, digest=r.digest, payload=r.payload, state_version=r.state_version,
+        allowed=r.allowed, tool=r.tool, intent=r.intent, requested_at=r.requested_at,
+        expires_at=r.expires_at,
+    )
+    tables.put(APPROVALS, r.approval_id.encode(), pack(state))
+    if r.intent is not None:
+        ikey = intent_key(r.run_id, r.intent)
+        intent = load(tables, INTENTS, ikey, IntentState)
+        if intent is not None and intent.status == "prepared":
+            intent.status, intent.approval_id = "unknown", r.approval_id
+            tables.put(INTENTS, ikey, pack(intent))
+
+
+def _fold_approval_decided(tables: Tables, r: ApprovalDecided) -> None:
+    state = load(tables, APPROVALS, r.approval_id.encode(), ApprovalState)
+    if state is None:
+        return
+    state.decision, state.by, state.reason, state.result = r.decision, r.by, r.reason, r.result
+    state.decided_at, state.file, state.content_digest = r.at, r.file, r.content_digest
+    tables.put(APPROVALS, r.approval_id.encode(), pack(state))
+    if state.intent is not None:
+        ikey = intent_key(r.run_id, state.intent)
+        intent = load(tables, INTENTS, ikey, IntentState)
+        if intent is not None:
+            intent.status = "resolved"
+            intent.decision, intent.by, intent.reason = r.decision, r.by, r.reason
+            if r.decision == "mark_done":
+                intent.result = r.result
+            tables.put(INTENTS, ikey, pack(intent))

@@ -1,0 +1,370 @@
+"""The LMDB implementation of ``Store``.
+
+LMDB facts this code leans on (measured, see DESIGN.md): ``append=True`` needs a
+key above the last key of the whole database, so the log uses one global
+big-endian sequence; a durable commit is two flushes, ``sync=False`` survives a
+killed process; growing the map is refused while a write transaction is open
+in this process, and another process must adopt the new size with
+``set_mapsize(0)`` after ``MapResizedError``; one handle per process.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+
+from ..formats import Record, decode, encode, unpack
+from . import faults
+from .errors import DurabilityLost, NewerStore, NotAHome, StaleLease, StoreError, StoreFull
+from .index import (
+    APPROVALS,
+    DERIVED,
+    INTENTS,
+    RUNLOG,
+    RUNS,
+    ApprovalState,
+    IntentState,
+    RunHead,
+    apply,
+    run_prefix,
+    seq_key,
+    seq_of,
+)
+from .store import Check
+
+STORE_FORMAT = 1
+LOG, META, LEASES = "log", "meta", "leases"
+DEFAULT_MAP_SIZE = 64 << 20
+DEFAULT_MAX_SIZE = 1 << 40
+DURABILITIES = ("durable", "fast")
+T = TypeVar("T")
+
+_handles: dict[str, tuple[lmdb.Environment, int, str, int]] = {}
+_handles_lock = threading.Lock()
+
+
+def _acquire_env(path: Path, durability: str, map_size: int) -> lmdb.Environment:
+    """One environment per process and path (LMDB forbids opening it twice)."""
+    key = str(path.resolve())
+    with _handles_lock:
+        found = _handles.get(key)
+        if found is not None and found[3] == os.getpid():
+            env, count, mode, pid = found
+            if mode != durability:
+                raise StoreError(
+                    f"{path} is already open in this process with durability={mode!r}; "
+                    f"open it again with the same durability, not {durability!r}"
+                )
+            _handles[key] = (env, count + 1, mode, pid)
+            return env
+        sync = durability == "durable"
+        env = lmdb.open(
+            key, map_size=map_size, subdir=True, max_dbs=len(DERIVED) + 4, sync=sync,
+            metasync=sync, readahead=False, max_readers=256,
+        )
+        _handles[key] = (env, 1, durability, os.getpid())
+        return env
+
+
+def _release_env(path: Path) -> None:
+    key = str(path.resolve())
+    with _handles_lock:
+        env, count, mode, pid = _handles[key]
+        if count > 1:
+            _handles[key] = (env, count - 1, mode, pid)
+            return
+        del _handles[key]
+    env.close()
+
+
+class _TxnTables:
+    """``index.Tables`` over an LMDB write transaction."""
+
+    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+        self.txn, self.dbs = txn, dbs
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self.txn.get(key, db=self.dbs[table])
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self.txn.put(key, value, db=self.dbs[table])
+
+
+class LMDBReader:
+    """``store.Reader`` over one LMDB transaction (read or write)."""
+
+    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+        self.txn, self.dbs = txn, dbs
+
+    def head(self, run_id: str) -> RunHead | None:
+        raw = self.txn.get(run_id.encode(), db=self.dbs[RUNS])
+        return None if raw is None else unpack(raw, RunHead)
+
+    def heads(self) -> Iterator[RunHead]:
+        for _, raw in self.txn.cursor(db=self.dbs[RUNS]):
+            yield unpack(raw, RunHead)
+
+    def raw(self, seq: int) -> bytes | None:
+        return self.txn.get(seq_key(seq), db=self.dbs[LOG])
+
+    def record(self, seq: int) -> Record:
+        raw = self.raw(seq)
+        if raw is None:
+            raise KeyError(f"no log record at seq {seq}")
+        return decode(raw, key=seq)
+
+    def run_entries(self, run_id: str, start: int = 0) -> Iterator[tuple[int, str]]:
+        prefix = run_prefix(run_id)
+        cur = self.txn.cursor(db=self.dbs[RUNLOG])
+        if not cur.set_range(prefix + seq_key(max(start, 0))):
+            return
+        for key, rtype in cur:
+            if not key.startswith(prefix):
+                return
+            yield seq_of(key), rtype.decode()
+
+    def intent(self, run_id: str, key: str) -> IntentState | None:
+        raw = self.txn.get(run_prefix(run_id) + key.encode(), db=self.dbs[INTENTS])
+        return None if raw is None else unpack(raw, IntentState)
+
+    def intents(self, run_id: str | None = None) -> Iterator[IntentState]:
+        prefix = b"" if run_id is None else run_prefix(run_id)
+        cur = self.txn.cursor(db=self.dbs[INTENTS])
+        if not cur.set_range(prefix):
+            return
+        for key, raw in cur:
+            if not key.startswith(prefix):
+                return
+            yield unpack(raw, IntentState)
+
+    def approval(self, approval_id: str) -> ApprovalState | None:
+        raw = self.txn.get(approval_id.encode(), db=self.dbs[APPROVALS])
+        return None if raw is None else unpack(raw, ApprovalState)
+
+    def approvals(self) -> Iterator[ApprovalState]:
+        for _, raw in self.txn.cursor(db=self.dbs[APPROVALS]):
+            yield unpack(raw, ApprovalState)
+
+    def lease_expiry(self, run_id: str) -> tuple[int, float] | None:
+        raw = self.txn.get(run_id.encode(), db=self.dbs[LEASES])
+        return None if raw is None else tuple(unpack(raw))  # type: ignore[return-value]
+
+    def log(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
+        cur = self.txn.cursor(db=self.dbs[LOG])
+        if not cur.set_range(seq_key(max(start, 0))):
+            return
+        for key, raw in cur:
+            yield seq_of(key), raw
+
+    def last_seq(self) -> int:
+        cur = self.txn.cursor(db=self.dbs[LOG])
+        return seq_of(cur.key()) if cur.last() else -1
+
+
+def _is_home(path: Path) -> bool:
+    return (path / "store" / "data.mdb").is_file()
+
+
+def _check_home(path: Path, create: bool) -> None:
+    if path.exists() and not path.is_dir():
+        raise NotAHome(path, "it is a file, not a directory")
+    if _is_home(path):
+        return
+    if not create:
+        raise NotAHome(path, "no store/data.mdb in it (run `bide demo` or open it from Python "
+                       "to create a home)")
+    if path.exists() and any(p.name not in ("inbox", "requests") for p in path.iterdir()):
+        raise NotAHome(path, "the directory exists, is not empty and has no store/ in it; "
+                       "bide will not write into a directory it did not create")
+
+
+class LMDBStore:
+    """A home's ``store/`` directory as an LMDB environment."""
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str],
+        *,
+        durability: str = "durable",
+        create: bool = True,
+        map_size: int = DEFAULT_MAP_SIZE,
+        max_size: int = DEFAULT_MAX_SIZE,
+    ) -> None:
+        if durability not in DURABILITIES:
+            raise ValueError(f"durability must be one of {DURABILITIES}, not {durability!r}")
+        self.home = Path(home)
+        _check_home(self.home, create)
+        self.path = self.home / "store"
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.durability, self.max_size = durability, max_size
+        self._pid = os.getpid()
+        self._broken: str | None = None
+        self.env = _acquire_env(self.path, durability, map_size)
+        self._closed = False
+        try:
+            self.dbs = {name: self.env.open_db(name.encode()) for name in (LOG, META, LEASES, *DERIVED)}
+            self._check_format()
+            self.env.reader_check()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifecycle ---------------------------------------------------------
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            _release_env(self.path)
+
+    def _check_format(self) -> None:
+        def check(txn: lmdb.Transaction) -> None:
+            raw = txn.get(b"format", db=self.dbs[META])
+            if raw is None:
+                txn.put(b"format", str(STORE_FORMAT).encode(), db=self.dbs[META])
+                txn.put(b"created", repr(time.time()).encode(), db=self.dbs[META])
+            elif int(raw) > STORE_FORMAT:
+                raise NewerStore(self.path, int(raw), STORE_FORMAT)
+
+        self._write(check)
+
+    # -- reading -----------------------------------------------------------
+    @contextmanager
+    def reader(self) -> Iterator[LMDBReader]:
+        self._guard(write=False)
+        while True:
+            try:
+                txn = self.env.begin(buffers=False)
+                break
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)  # another process grew the map; adopt its size
+        try:
+            yield LMDBReader(txn, self.dbs)
+        finally:
+            txn.abort()
+
+    # -- writing -----------------------------------------------------------
+    def commit(
+        self,
+        records: Sequence[Record] | Callable[[LMDBReader], Sequence[Record]],
+        *,
+        check: Check | None = None,
+        fence: tuple[str, int] | None = None,
+    ) -> list[int]:
+        build = records if callable(records) else None
+        framed = None if build else [encode(r) for r in records]  # fail before any I/O
+
+        def body(txn: lmdb.Transaction) -> list[int]:
+            reader = LMDBReader(txn, self.dbs)
+            if fence is not None:
+                self._check_fence(reader, *fence)
+            if check is not None:
+                check(reader)
+            batch = build(reader) if build else records
+            raws = framed if framed is not None else [encode(r) for r in batch]
+            seqs = []
+            seq = reader.last_seq()
+            tables = _TxnTables(txn, self.dbs)
+            for record, raw in zip(batch, raws):
+                seq += 1
+                txn.put(seq_key(seq), raw, db=self.dbs[LOG], append=True)
+                apply(tables, seq, len(raw), record)
+                seqs.append(seq)
+            return seqs
+
+        faults.point("before_commit")
+        seqs = self._write(body)
+        faults.point("after_commit")
+        return seqs
+
+    def _check_fence(self, reader: LMDBReader, run_id: str, token: int) -> None:
+        if faults.switch("no_fencing"):
+            return
+        head = reader.head(run_id)
+        current = None if head is None else head.lease_token
+        if current != token or head is None or head.lease_owner is None:
+            raise StaleLease(run_id, token, current)
+        renewed = reader.lease_expiry(run_id)
+        expires = head.lease_expires
+        if renewed is not None and renewed[0] == token:
+            expires = max(expires, renewed[1])
+        if expires < time.time():
+            raise StaleLease(run_id, token, current)
+
+    def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
+        from ..formats import pack
+
+        def body(txn: lmdb.Transaction) -> bool:
+            head = LMDBReader(txn, self.dbs).head(run_id)
+            if head is None or head.lease_token != token or head.lease_owner is None:
+                return False
+            txn.put(run_id.encode(), pack([token, expires_at]), db=self.dbs[LEASES])
+            return True
+
+        return self._write(body)
+
+    def _guard(self, write: bool) -> None:
+        if self._closed:
+            raise StoreError(f"the store at {self.path} is closed")
+        if os.getpid() != self._pid:
+            raise StoreError("this store was opened before fork(); open it again in the child")
+        if write and self._broken:
+            raise DurabilityLost(self._broken)
+
+    def _write(self, body: Callable[[lmdb.Transaction], T]) -> T:
+        """Run ``body`` in one write transaction, growing the map when it fills."""
+        self._guard(write=True)
+        while True:
+            try:
+                with self.env.begin(write=True, buffers=False) as txn:
+                    return body(txn)
+            except lmdb.MapFullError:
+                self._grow(self.env.info()["map_size"])
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)
+            except (lmdb.DiskError, lmdb.PanicError, lmdb.CorruptedError) as exc:
+                # an I/O error during commit: we cannot know what is on disk; stop writing
+                self._broken = f"the store at {self.path} failed to commit durably ({exc}); " \
+                               "the engine refuses further writes; reopen it to recover"
+                raise DurabilityLost(self._broken) from exc
+            except lmdb.Error as exc:
+                raise StoreError(f"store error at {self.path}: {exc}") from exc
+
+    def _grow(self, full_at: int) -> None:
+        """Double the map, serialized across processes by a lock file."""
+        with open(self.path / "grow.lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                self.env.set_mapsize(0)  # adopt what another process may have done already
+                size = self.env.info()["map_size"]
+                if size > full_at:
+                    return  # another process grew it meanwhile; retry at the new size
+                faults.point("during_map_growth")
+                new = min(size * 2, self.max_size)
+                if new <= size:
+                    raise StoreFull(self.path, self.max_size)
+                self.env.set_mapsize(new)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    # -- maintenance -------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        info, stat = self.env.info(), self.env.stat()
+        return {
+            "map_size": info["map_size"],
+            "used_bytes": (info["last_pgno"] + 1) * stat["psize"],
+            "page_size": stat["psize"],
+            "file_bytes": (self.path / "data.mdb").stat().st_size,
+            "readers": info["num_readers"],
+            "durability": self.durability,
+        }
+
+    def reader_check(self) -> int:
+        """Clear reader slots left by dead processes (they pin old pages)."""
+        return self.env.reader_check()

@@ -1,0 +1,53 @@
+"""Checkpoint policy: the knobs that trade write amplification against redo."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How a run is made durable.
+
+    Args:
+        checkpoint_every: commit a checkpoint every superstep (1), every N
+            supersteps, or only when the run stops (``"exit"``: done, paused, failed).
+        pending_writes: commit each task's output as it finishes, so a crash
+            or a failing sibling never redoes a finished task.
+        snapshot: ``"delta"`` stores only what changed (and references the
+            pending writes it absorbed); ``"full"`` stores the whole state each time.
+        full_every: with deltas, write a full snapshot after this many deltas,
+            which bounds the work to read a state.
+    """
+
+    checkpoint_every: int | str = 1
+    pending_writes: bool = True
+    snapshot: str = "delta"
+    full_every: int = 64
+
+    def __post_init__(self) -> None:
+        every = self.checkpoint_every
+        if not (every == "exit" or (isinstance(every, int) and not isinstance(every, bool)
+                                    and every >= 1)):
+            raise ValueError(f"checkpoint_every must be an int >= 1 or 'exit', not {every!r}")
+        if self.snapshot not in ("delta", "full"):
+            raise ValueError(f"snapshot must be 'delta' or 'full', not {self.snapshot!r}")
+        if not isinstance(self.full_every, int) or self.full_every < 1:
+            raise ValueError(f"full_every must be an int >= 1, not {self.full_every!r}")
+        if not isinstance(self.pending_writes, bool):
+            raise ValueError(f"pending_writes must be True or False, not {self.pending_writes!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Policy:
+        known = {k: data[k] for k in ("checkpoint_every", "pending_writes", "snapshot",
+                                      "full_every") if k in data}
+        return cls(**known)
+
+    def due(self, steps_since_checkpoint: int) -> bool:
+        """Is a checkpoint due after this many folded supersteps?"""
+        every = self.checkpoint_every
+        return every != "exit" and steps_since_checkpoint >= every  # type: ignore[operator]

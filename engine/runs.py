@@ -1,0 +1,78 @@
+"""What callers see of a run: ``Run`` and ``CheckpointInfo``, built from the store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from .index import RunHead
+
+
+class Status(str, Enum):
+    """A run's status; values equal names so they print and compare as plain strings."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    WAITING_APPROVAL = "WAITING_APPROVAL"
+    NEEDS_RECONCILIATION = "NEEDS_RECONCILIATION"
+    INTERRUPTED = "INTERRUPTED"
+    DONE = "DONE"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Run:
+    """A snapshot of a run. ``state`` is read from the store on first access."""
+
+    def __init__(self, head: RunHead, load_state: Callable[[], dict[str, Any]]) -> None:
+        self._head = head
+        self._load_state = load_state
+        self._state: dict[str, Any] | None = None
+
+    run_id = property(lambda self: self._head.run_id)
+    flow = property(lambda self: self._head.flow)
+    status = property(lambda self: Status(self._head.status))
+    state_version = property(lambda self: self._head.state_version)
+    superstep = property(lambda self: self._head.superstep)
+    waiting = property(lambda self: self._head.waiting)
+    error = property(lambda self: self._head.error)
+    reason = property(lambda self: self._head.reason)
+    committed = property(lambda self: list(self._head.committed))
+    policy = property(lambda self: dict(self._head.policy))
+    created_at = property(lambda self: self._head.created_at)
+    updated_at = property(lambda self: self._head.updated_at)
+    parent = property(lambda self: self._head.parent)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        if self._state is None:
+            self._state = self._load_state()
+        return self._state
+
+    @property
+    def head(self) -> RunHead:
+        return self._head
+
+    def __repr__(self) -> str:
+        return (f"Run(run_id={self.run_id!r}, status={self.status.value}, "
+                f"state_version={self.state_version})")
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """One committed checkpoint, as ``engine.checkpoints(run_id)`` lists it."""
+
+    seq: int
+    version: int
+    superstep: int
+    status: str
+    committed: list[str]
+    next: list[str]
+    full: bool
+    bytes: int
+    at: float

@@ -1,0 +1,343 @@
+"""``bide.open(home)`` → ``Engine``: register flows, start, resume, inspect runs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..formats import (
+    Checkpoint,
+    LeaseAcquired,
+    PendingWrite,
+    RunCreated,
+    StatusChanged,
+    check_serializable,
+)
+from ..formats.errors import NotSerializable
+from . import faults
+from .approvals import check_decision, decided
+from .errors import (
+    FlowMismatch,
+    RunExists,
+    RunNotResumable,
+    StateNotSerializable,
+    UnknownFlow,
+    UnknownRun,
+)
+from .executor import Cursor, Execution
+from .flow import Flow
+from .index import FINISHED_STATUSES, WAITING_STATUSES, RunHead
+from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
+from .policy import Policy
+from .runs import CheckpointInfo, Run, Status
+from .state import materialize
+from .store import Reader
+
+MAX_RUN_ID = 128
+
+
+def check_run_id(run_id: Any) -> str:
+    if not isinstance(run_id, str) or not run_id or len(run_id) > MAX_RUN_ID:
+        raise ValueError(f"run_id must be a non-empty string of at most {MAX_RUN_ID} "
+                         f"characters, not {run_id!r}")
+    if any(c in run_id for c in "\x00/\\") or not run_id.isprintable():
+        raise ValueError(f"run_id {run_id!r} may not contain '/', '\\', NUL or control chars")
+    return run_id
+
+
+class Engine:
+    """A bide home opened by this process. Use as a context manager, or call ``close()``."""
+
+    def __init__(self, home: str | os.PathLike[str], *, durability: str = "durable",
+                 create: bool = True, map_size: int = DEFAULT_MAP_SIZE,
+                 max_size: int = DEFAULT_MAX_SIZE, lease_ttl: float = 30.0,
+                 approval_key: bytes | str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.home = Path(home)
+        self.store = LMDBStore(self.home, durability=durability, create=create,
+                               map_size=map_size, max_size=max_size)
+        for sub in ("inbox", "requests"):
+            (self.home / sub).mkdir(exist_ok=True)
+        self.durability = durability
+        self.lease_ttl = lease_ttl
+        self.clock = clock
+        self.approval_key = approval_key.encode() if isinstance(approval_key, str) else approval_key
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.flows: dict[str, Flow] = {}
+
+    # -- lifecycle ---------------------------------------------------------
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def register(self, *flows: Flow) -> None:
+        """Make flows runnable by name in this engine."""
+        for flow in flows:
+            flow.validate()
+            self.flows[flow.name] = flow
+
+    def flow(self, name: str) -> Flow:
+        if name not in self.flows:
+            raise UnknownFlow(name, list(self.flows))
+        return self.flows[name]
+
+    # -- starting and resuming ---------------------------------------------
+    def start(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
+              run_id: str | None = None, policy: Policy | None = None) -> Run:
+        """Create a run and run it in this thread until it is done, paused or failed."""
+        run_id = self._create(flow, input, run_id, policy, status="RUNNING")
+        faults.point("after_run_created")
+        return self._advance(run_id, token=1)
+
+    def submit(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
+               run_id: str | None = None, policy: Policy | None = None) -> str:
+        """Record a PENDING run and return its id at once; a watcher or ``resume`` runs it."""
+        return self._create(flow, input, run_id, policy, status="PENDING")
+
+    def _create(self, flow_name: str, input: Any, run_id: str | None, policy: Policy | None,
+                status: str) -> str:
+        flow = self.flow(flow_name)
+        run_id = check_run_id(run_id) if run_id is not None else f"r-{uuid.uuid4().hex[:12]}"
+        policy = policy or Policy()
+        state = dict(input or {})
+        for key, value in state.items():
+            try:
+                check_serializable(value, key)
+            except NotSerializable as exc:
+                raise StateNotSerializable("(input)", key, exc.why) from None
+        now = self.clock()
+        records: list[Any] = [
+            RunCreated(run_id=run_id, flow=flow.name, fingerprint=flow.fingerprint(), input=state,
+                       policy=policy.to_dict(), status=status, at=now),
+            Checkpoint(run_id=run_id, version=0, superstep=0, status=status, full=True,
+                       state=state, next=flow.start_nodes(), flow=flow.name,
+                       fingerprint=flow.fingerprint(), at=now),
+        ]
+        if status == "RUNNING":
+            records.append(LeaseAcquired(run_id=run_id, owner=self.owner, token=1,
+                                         expires_at=now + self.lease_ttl, at=now))
+
+        def unique(r: Reader) -> None:
+            if r.head(run_id) is not None:
+                raise RunExists(run_id)
+
+        self.store.commit(records, check=unique)
+        return run_id
+
+    def resume(self, run_id: str) -> Run:
+        """Continue a run from its latest checkpoint (after a crash, a pause or a failure)."""
+        head = self._head(run_id)
+        if head.status in ("DONE", "CANCELLED"):
+            raise RunNotResumable(run_id, f"it is {head.status}")
+        if head.status in WAITING_STATUSES and not self._decided(head):
+            return self.get(run_id)  # nothing to do until someone decides
+        self._cursor(head)  # checks the flow still fits before anything is written
+        token = self._acquire(run_id)
+        return self._advance(run_id, token)
+
+    def _decided(self, head: RunHead) -> bool:
+        aid = (head.waiting or {}).get("approval_id")
+        with self.store.reader() as r:
+            req = None if aid is None else r.approval(aid)
+        return req is None or req.decision is not None
+
+    def _acquire(self, run_id: str) -> int:
+        """Take the run's lease in one transaction, fencing out any earlier worker."""
+        now = self.clock()
+
+        def build(r: Reader) -> list[Any]:
+            head = r.head(run_id)
+            if head is None:
+                raise UnknownRun(run_id)
+            if head.lease_owner is not None and head.lease_owner != self.owner:
+                renewed = r.lease_expiry(run_id)
+                expires = head.lease_expires
+                if renewed and renewed[0] == head.lease_token:
+                    expires = max(expires, renewed[1])
+                if expires > now:
+                    raise RunNotResumable(run_id, f"worker {head.lease_owner} holds its lease "
+                                          f"for {expires - now:.1f}s more")
+            orphaned = head.lease_owner is not None
+            records: list[Any] = [LeaseAcquired(
+                run_id=run_id, owner=self.owner, token=head.lease_token + 1,
+                expires_at=now + self.lease_ttl,
+                attempts=head.attempts + (1 if orphaned else 0), at=now)]
+            if head.status != "RUNNING":
+                records.append(StatusChanged(run_id=run_id, status="RUNNING", reason="resumed",
+                                             at=now))
+            return records
+
+        seq = self.store.commit(build)[0]
+        faults.point("after_lease_acquired")
+        with self.store.reader() as r:
+            lease = r.record(seq)
+        assert isinstance(lease, LeaseAcquired)
+        return lease.token
+
+    def _advance(self, run_id: str, token: int) -> Run:
+        head = self._head(run_id)
+        flow = self.flow(head.flow)
+        ex = Execution(store=self.store, home=self.home, flow=flow, run_id=run_id, token=token,
+                       owner=self.owner, policy=Policy.from_dict(head.policy),
+                       cursor=self._cursor(head), clock=self.clock, lease_ttl=self.lease_ttl)
+        ex.run()
+        return self.get(run_id)
+
+    def _cursor(self, head: RunHead) -> Cursor:
+        """Load the latest checkpoint and the pending writes not yet folded into it."""
+        flow = self.flow(head.flow)
+        with self.store.reader() as r:
+            cp = r.record(head.checkpoint)
+            assert isinstance(cp, Checkpoint)
+            state = materialize(r, head.run_id, head.checkpoint)
+            start = cp.scan_from if cp.scan_from >= 0 else head.checkpoint + 1
+            found: dict[str, tuple[int, PendingWrite]] = {}
+            for seq, rtype in r.run_entries(head.run_id, start):
+                if rtype != "pending_write":
+                    continue
+                write = r.record(seq)
+                assert isinstance(write, PendingWrite)
+                if write.superstep >= cp.superstep:
+                    found[write.task] = (seq, write)
+            deltas = sum(1 for s, t in r.run_entries(head.run_id, head.base + 1)
+                         if t == "checkpoint" and s <= head.checkpoint)
+        for name in cp.next:
+            if name not in flow.nodes:
+                raise FlowMismatch(head.run_id, name, "next")
+        for _, write in found.values():
+            if write.node not in flow.nodes:
+                raise FlowMismatch(head.run_id, write.node, "pending-write")
+        return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
+                      counts=dict(cp.counts), seen={k: dict(v) for k, v in cp.seen.items()},
+                      base=head.base, deltas=deltas, scan_from=start - 1 if cp.scan_from < 0
+                      else cp.scan_from, found=found)
+
+    # -- decisions -----------------------------------------------------------
+    def decide(self, approval_id: str, decision: str, *, by: str | None = None,
+               reason: str | None = None, result: Any = None) -> bool:
+        """Record a decision (approve/reject, or mark_done/retry/abort). Runs nothing.
+
+        Returns:
+            True if recorded now, False if the same decision was already recorded.
+        """
+        if result is not None:
+            check_serializable(result, f"the result given with decision {decision!r}")
+        recorded = [True]
+
+        def check(r: Reader) -> None:
+            _, again = check_decision(r, approval_id, decision, now=self.clock())
+            recorded[0] = not again
+            if again:
+                raise _AlreadyDecided()
+
+        with self.store.reader() as r:
+            req, again = check_decision(r, approval_id, decision, now=self.clock())
+        if again:
+            return False
+        try:
+            self.store.commit([decided(req, decision, by=by, reason=reason, result=result,
+                                       at=self.clock())], check=check)
+        except _AlreadyDecided:
+            return False
+        return recorded[0]
+
+    # -- reading ---------------------------------------------------------------
+    def _head(self, run_id: str) -> RunHead:
+        with self.store.reader() as r:
+            head = r.head(run_id)
+        if head is None:
+            raise UnknownRun(run_id)
+        return head
+
+    def get(self, run_id: str) -> Run:
+        """The run as it stands in the store."""
+        return self._run(self._head(run_id))
+
+    def _run(self, head: RunHead) -> Run:
+        return Run(head, lambda: self.state(head.run_id))
+
+    def runs(self, status: Status | str | None = None, flow: str | None = None) -> list[Run]:
+        """Every run, optionally of one status or flow, newest first."""
+        with self.store.reader() as r:
+            heads = [h for h in r.heads()
+                     if (status is None or h.status == str(status))
+                     and (flow is None or h.flow == flow)]
+        heads.sort(key=lambda h: h.created_at, reverse=True)
+        return [self._run(h) for h in heads]
+
+    def checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """Every checkpoint of the run in order, with the bytes each one committed."""
+        self._head(run_id)
+        out = []
+        with self.store.reader() as r:
+            for seq, rtype in r.run_entries(run_id):
+                if rtype != "checkpoint":
+                    continue
+                raw = r.raw(seq) or b""
+                cp = r.record(seq)
+                assert isinstance(cp, Checkpoint)
+                out.append(CheckpointInfo(seq, cp.version, cp.superstep, cp.status,
+                                          list(cp.committed), list(cp.next), cp.full,
+                                          len(raw), cp.at))
+        return out
+
+    def state(self, run_id: str, version: int | None = None) -> dict[str, Any]:
+        """The run's state at its latest checkpoint, or at checkpoint ``version``."""
+        head = self._head(run_id)
+        with self.store.reader() as r:
+            if version is None:
+                return materialize(r, run_id, head.checkpoint)
+            seq = self._version_seq(r, run_id, version)
+            return materialize(r, run_id, seq)
+
+    def _version_seq(self, r: Reader, run_id: str, version: int) -> int:
+        found = None
+        for seq, rtype in r.run_entries(run_id):
+            if rtype == "checkpoint":
+                cp = r.record(seq)
+                if isinstance(cp, Checkpoint) and cp.version == version:
+                    found = seq
+        if found is None:
+            raise KeyError(f"run {run_id!r} has no checkpoint at version {version}")
+        return found
+
+    def intents(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's tool calls: key, tool, status, idempotency key, result or error."""
+        self._head(run_id)
+        with self.store.reader() as r:
+            return [_intent_row(i) for i in r.intents(run_id)]
+
+    def records(self, run_id: str) -> Iterator[tuple[int, str, int]]:
+        """``(seq, type, bytes)`` of each of the run's records, in log order."""
+        with self.store.reader() as r:
+            rows = [(s, t, len(r.raw(s) or b"")) for s, t in r.run_entries(run_id)]
+        return iter(rows)
+
+
+class _AlreadyDecided(Exception):
+    """The same decision landed between our read and our commit."""
+
+
+def _intent_row(i: Any) -> dict[str, Any]:
+    return {"key": i.key, "tool": i.tool, "status": i.status, "node": i.node,
+            "idempotency_key": i.idempotency_key, "attempts": i.attempts, "result": i.result,
+            "error": i.error, "error_type": i.error_type, "via": i.via,
+            "approval_id": i.approval_id, "decision": i.decision, "by": i.by, "reason": i.reason}
+
+
+def open(home: str | os.PathLike[str] = ".bide", **options: Any) -> Engine:  # noqa: A001
+    """Open (creating if missing) a bide home. See ``Engine`` for options."""
+    return Engine(home, **options)
+
+
+__all__ = ["Engine", "FINISHED_STATUSES", "open"]

@@ -1,0 +1,138 @@
+"""State as ops: how node updates become stored ops and ops become state again.
+
+An op is ``(key, kind, value)``. Reading a state needs no flow code: the
+built-in reducers are replayed by kind, and a custom reducer's result is
+stored as a ``set`` in the checkpoint that folded it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..formats import Checkpoint, PendingWrite, check_serializable
+from ..formats.errors import NotSerializable
+from .errors import ReducerConflict, StateNotSerializable
+from .flow import Flow, reducer_kind
+from .store import Reader
+
+Op = tuple[str, str, Any]
+
+
+def to_ops(flow: Flow, node: str, update: Any) -> list[Op]:
+    """Check a node's return value and turn it into ops.
+
+    Raises:
+        TypeError: the node returned something other than a dict or None.
+        StateNotSerializable: a value cannot be stored (names node and key).
+    """
+    if update is None:
+        return []
+    if not isinstance(update, Mapping):
+        raise TypeError(f"node {node!r} returned {type(update).__name__}; a node returns a "
+                        "dict of state updates or None")
+    ops: list[Op] = []
+    for key, value in update.items():
+        if not isinstance(key, str):
+            raise TypeError(f"node {node!r} returned a non-string state key {key!r}")
+        kind = reducer_kind(flow.reducers.get(key))
+        if kind == "append" and not isinstance(value, (list, tuple)):
+            value = [value]
+        elif kind == "append":
+            value = list(value)
+        ops.append((key, kind, value))
+    try:
+        check_serializable(ops, f"the update of node {node!r}")
+    except NotSerializable:
+        for key, _, value in ops:
+            try:
+                check_serializable(value, key)
+            except NotSerializable as exc:
+                raise StateNotSerializable(node, key, exc.why) from None
+        raise
+    return ops
+
+
+def apply_op(state: dict[str, Any], op: Op) -> None:
+    """Apply one stored op (``custom`` ops are inputs; their result comes as a ``set``)."""
+    key, kind, value = op
+    if kind == "set":
+        state[key] = value
+    elif kind == "append":
+        state[key] = list(state.get(key) or []) + list(value)
+    elif kind == "merge":
+        state[key] = {**(state.get(key) or {}), **value}
+
+
+def fold(
+    flow: Flow, state: dict[str, Any], writes: list[tuple[str, list[Op]]]
+) -> tuple[dict[str, Any], list[Op]]:
+    """Fold one superstep's writes (in task order) into a new state.
+
+    Returns:
+        The new state, and the ``set`` ops for keys with custom reducers (the
+        checkpoint stores those, since the reducer is code).
+
+    Raises:
+        ReducerConflict: two nodes set a key that has no reducer.
+    """
+    setters: dict[str, str] = {}
+    for node, ops in writes:
+        for key, kind, _ in ops:
+            if kind == "set":
+                if key in setters and setters[key] != node:
+                    raise ReducerConflict(key, [setters[key], node])
+                setters[key] = node
+    new = dict(state)
+    custom: dict[str, Any] = {}
+    for _, ops in writes:
+        for op in ops:
+            key, kind, value = op
+            if kind == "custom":
+                new[key] = flow.reducers[key](new.get(key), value)
+                custom[key] = new[key]
+            else:
+                apply_op(new, op)
+    custom_ops = [(k, "set", v) for k, v in custom.items()]
+    for key, _, value in custom_ops:
+        try:
+            check_serializable(value, key)
+        except NotSerializable as exc:
+            raise StateNotSerializable("(reducer)", key, exc.why) from None
+    return new, custom_ops
+
+
+def apply_delta(reader: Reader, state: dict[str, Any], cp: Checkpoint) -> None:
+    """Apply a delta checkpoint: the pending writes it absorbed, then its own ops."""
+    for seq in cp.writes:
+        write = reader.record(seq)
+        assert isinstance(write, PendingWrite)
+        for op in write.ops:
+            if op[1] != "custom":
+                apply_op(state, op)
+    for op in cp.ops:
+        apply_op(state, op)
+
+
+def materialize(reader: Reader, run_id: str, seq: int) -> dict[str, Any]:
+    """The state stored by the checkpoint at ``seq``: its base snapshot plus deltas."""
+    cp = reader.record(seq)
+    assert isinstance(cp, Checkpoint)
+    if cp.full:
+        return dict(cp.state or {})
+    base = reader.record(cp.base)
+    assert isinstance(base, Checkpoint)
+    state = dict(base.state or {})
+    for cseq in _checkpoints_between(reader, run_id, cp.base + 1, seq):
+        delta = reader.record(cseq)
+        assert isinstance(delta, Checkpoint)
+        apply_delta(reader, state, delta)
+    return state
+
+
+def _checkpoints_between(reader: Reader, run_id: str, start: int, end: int) -> Iterable[int]:
+    for seq, rtype in reader.run_entries(run_id, start):
+        if seq > end:
+            return
+        if rtype == "checkpoint":
+            yield seq

@@ -1,0 +1,119 @@
+"""Running one superstep's tasks: concurrently, with retries, committing each output.
+
+Sync nodes run in threads (inline when alone), async nodes on one event loop.
+Each finished task commits its pending write at once, so a crash or a failing
+sibling never costs the work of a task that finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from ..formats import PendingWrite
+from . import faults
+from .context import NodeContext
+from .errors import Nondeterminism, Paused, StaleLease, StateNotSerializable
+from .state import Op, to_ops
+
+if TYPE_CHECKING:
+    from .executor import Execution
+
+# Failures that a retry cannot fix: do not burn retries on them.
+_NOT_RETRIED = (Nondeterminism, StateNotSerializable, StaleLease)
+
+
+@dataclass
+class TaskResult:
+    task: str
+    node: str
+    kind: str  # "ok" | "fail" | "pause" | "lost"
+    ops: list[Op] = field(default_factory=list)
+    seq: int | None = None
+    error: str | None = None
+    pause: Paused | None = None
+    exc: BaseException | None = None
+
+
+def run_tasks(ex: Execution, tasks: list[tuple[str, str]]) -> list[TaskResult]:
+    """Run ``(task_id, node)`` pairs; results in the given order."""
+    if not tasks:
+        return []
+    nodes = [ex.flow.nodes[name] for _, name in tasks]
+    if any(n.is_async for n in nodes):
+        return asyncio.run(_gather(ex, tasks))
+    if len(tasks) == 1:
+        return [_run_sync(ex, *tasks[0])]
+    with ThreadPoolExecutor(max_workers=min(len(tasks), 32)) as pool:
+        return list(pool.map(lambda t: _run_sync(ex, *t), tasks))
+
+
+async def _gather(ex: Execution, tasks: list[tuple[str, str]]) -> list[TaskResult]:
+    async def one(task: str, name: str) -> TaskResult:
+        if ex.flow.nodes[name].is_async:
+            return await _run_async(ex, task, name)
+        return await asyncio.to_thread(_run_sync, ex, task, name)
+
+    return list(await asyncio.gather(*(one(t, n) for t, n in tasks)))
+
+
+def _run_sync(ex: Execution, task: str, name: str) -> TaskResult:
+    node = ex.flow.nodes[name]
+    attempt = 0
+    while True:
+        ctx = NodeContext(ex, name, task, attempt)
+        try:
+            return _finish(ex, task, name, node.fn(MappingProxyType(ex.state), ctx))
+        except BaseException as exc:  # noqa: BLE001 - sorted below; pauses are not errors
+            result = _failed(task, name, exc, attempt, node.retries)
+        if result is not None:
+            return result
+        time.sleep(node.retry_backoff * (2 ** attempt))
+        attempt += 1
+
+
+async def _run_async(ex: Execution, task: str, name: str) -> TaskResult:
+    node = ex.flow.nodes[name]
+    attempt = 0
+    while True:
+        ctx = NodeContext(ex, name, task, attempt)
+        try:
+            update = await node.fn(MappingProxyType(ex.state), ctx)
+            return await asyncio.to_thread(_finish, ex, task, name, update)
+        except BaseException as exc:  # noqa: BLE001 - sorted below
+            result = _failed(task, name, exc, attempt, node.retries)
+        if result is not None:
+            return result
+        await asyncio.sleep(node.retry_backoff * (2 ** attempt))
+        attempt += 1
+
+
+def _finish(ex: Execution, task: str, name: str, update: Any) -> TaskResult:
+    ops = to_ops(ex.flow, name, update)
+    seq = None
+    if ex.policy.pending_writes:
+        record = PendingWrite(run_id=ex.run_id, task=task, superstep=ex.superstep, node=name,
+                              ops=ops, at=ex.clock())
+        seq = ex.commit([record])[0]
+        faults.point("after_pending_write")
+    return TaskResult(task, name, "ok", ops, seq)
+
+
+def _failed(task: str, name: str, exc: BaseException, attempt: int, retries: int
+            ) -> TaskResult | None:
+    """A result for a task that stopped, or None to retry it."""
+    if isinstance(exc, Paused):
+        return TaskResult(task, name, "pause", pause=exc)
+    if isinstance(exc, StaleLease):
+        return TaskResult(task, name, "lost", exc=exc)
+    if not isinstance(exc, Exception):
+        raise exc  # KeyboardInterrupt, SystemExit: not ours to turn into a failure
+    if attempt < retries and not isinstance(exc, _NOT_RETRIED):
+        return None
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return TaskResult(task, name, "fail", error=text, exc=exc)

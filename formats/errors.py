@@ -1,0 +1,54 @@
+"""Errors raised while reading or writing stored records.
+
+``BideError`` is the root of every error bide raises; it lives here because
+``formats`` is the bottom layer (``engine`` imports it, never the reverse).
+"""
+
+from __future__ import annotations
+
+
+class BideError(Exception):
+    """Base class of every error bide raises on purpose."""
+
+
+class RecordError(BideError):
+    """A stored value could not be turned back into a record."""
+
+
+class CorruptRecord(RecordError):
+    """The stored bytes fail their checksum or are truncated."""
+
+    def __init__(self, key: object, why: str) -> None:
+        self.key = key
+        self.why = why
+        super().__init__(f"corrupt record at key {key!r}: {why}")
+
+
+class NewerSchema(RecordError):
+    """The record was written by a newer bide than this one."""
+
+    def __init__(self, key: object, rtype: str, version: int, known: int) -> None:
+        self.key, self.rtype, self.version, self.known = key, rtype, version, known
+        super().__init__(
+            f"record {rtype!r} at key {key!r} has schema version {version}, but this bide "
+            f"only knows up to version {known}: upgrade bide (pip install -U bide) to read it"
+        )
+
+
+class UnknownRecordType(RecordError):
+    """The record's type tag is not one this bide knows (written by a newer bide)."""
+
+    def __init__(self, key: object, rtype: str) -> None:
+        self.key, self.rtype = key, rtype
+        super().__init__(
+            f"record at key {key!r} has unknown type {rtype!r}: it was probably written by a "
+            "newer bide; upgrade bide to read it"
+        )
+
+
+class NotSerializable(BideError):
+    """A value given to bide cannot be stored as msgpack."""
+
+    def __init__(self, what: str, why: str) -> None:
+        self.what, self.why = what, why
+        super().__init__(f"{what} cannot be stored: {why}")
