@@ -47,13 +47,13 @@ from .engine.tools import Outcome, Tool, tool
 __version__ = "0.1.0"
 
 __all__ = [
-    "END",
     "ApprovalError",
     "BideError",
     "CheckpointInfo",
     "CorruptRecord",
     "DecisionRefused",
     "DurabilityLost",
+    "END",
     "Engine",
     "Flow",
     "FlowError",

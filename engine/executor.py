@@ -7,6 +7,7 @@ a worker that lost the lease cannot write.
 from __future__ import annotations
 
 import threading
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +73,11 @@ class Execution:
                 results = self._results(tasks)
                 if self._stopped_by(results):
                     return
-                self._fold(results)
+                try:
+                    self._fold(results)
+                except Exception as exc:  # a reducer or route failed: the superstep cannot fold
+                    self._fail("(fold)", "".join(traceback.format_exception(exc)))
+                    return
                 if self.next and self.policy.due(self.steps_since_cp):
                     self._checkpoint("RUNNING")
             self._checkpoint("DONE", release=True)
@@ -97,16 +102,20 @@ class Execution:
             raise lost[0].exc  # type: ignore[misc]  # another worker owns the run: write nothing
         failed = [r for r in results if r.kind == "fail"]
         if failed:
-            first = failed[0]
-            self._checkpoint("FAILED", release=True, extra=[StatusChanged(
-                run_id=self.run_id, status="FAILED", node=first.node, error=first.error,
-                reason=f"node {first.node!r} failed", at=self.clock())])
+            self._fail(failed[0].node, failed[0].error or "")
             return True
         paused = [r for r in results if r.kind == "pause"]
         if paused:
             self._pause([r.pause for r in paused if r.pause is not None])
             return True
         return False
+
+    def _fail(self, node: str, error: str) -> None:
+        """Record the failure; finished siblings' pending writes stay for the resume."""
+        reason = "folding the superstep failed" if node == "(fold)" else f"node {node!r} failed"
+        self._checkpoint("FAILED", release=True, folding=False, extra=[StatusChanged(
+            run_id=self.run_id, status="FAILED", node=node, error=error, reason=reason,
+            at=self.clock())])
 
     def _pause(self, pauses: list[Any]) -> None:
         requests = [rec for p in pauses for rec in p.records]
@@ -121,16 +130,19 @@ class Execution:
             faults.point("after_request_file")
 
     def _fold(self, results: list[TaskResult]) -> None:
+        """Fold a finished superstep; assigns nothing unless reducers and routes all succeed."""
         writes = [(r.node, r.ops) for r in results]
-        self.state, custom = fold(self.flow, self.state, writes)
+        state, custom = fold(self.flow, self.state, writes)
         names = [r.node for r in results]
+        counts, seen = dict(self.counts), {k: dict(v) for k, v in self.seen.items()}
+        self.next = self.flow.successors(names, state, counts, seen)
+        self.state, self.counts, self.seen = state, counts, seen
         if self.policy.pending_writes:
             self.absorbed.extend(r.seq for r in results if r.seq is not None)
         else:
             self.inline.extend(op for _, ops in writes for op in ops if op[1] != "custom")
         self.inline.extend(custom)
         self.committed.extend(n for n in names if n not in self.committed)
-        self.next = self.flow.successors(names, self.state, self.counts, self.seen)
         self.version += 1
         self.superstep += 1
         self.steps_since_cp += 1

@@ -210,7 +210,7 @@ class LMDBStore:
         self.env = _acquire_env(self.path, durability, map_size)
         self._closed = False
         try:
-            self.dbs = {name: self.env.open_db(name.encode()) for name in (LOG, META, LEASES, *DERIVED)}
+            self.dbs = {name: self._open_db(name) for name in (LOG, META, LEASES, *DERIVED)}
             self._check_format()
             self.env.reader_check()
         except BaseException:
@@ -218,6 +218,13 @@ class LMDBStore:
             raise
 
     # -- lifecycle ---------------------------------------------------------
+    def _open_db(self, name: str) -> Any:
+        while True:
+            try:
+                return self.env.open_db(name.encode())
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)  # another process grew the map; adopt its size
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

@@ -164,7 +164,7 @@ class Engine:
                 expires = head.lease_expires
                 if renewed and renewed[0] == head.lease_token:
                     expires = max(expires, renewed[1])
-                if expires > now:
+                if expires > now and owner_alive(head.lease_owner):
                     raise RunNotResumable(run_id, f"worker {head.lease_owner} holds its lease "
                                           f"for {expires - now:.1f}s more")
             orphaned = head.lease_owner is not None
@@ -326,6 +326,25 @@ class Engine:
 
 class _AlreadyDecided(Exception):
     """The same decision landed between our read and our commit."""
+
+
+def owner_alive(owner: str) -> bool:
+    """False only when the owner is a process on this host that no longer exists.
+
+    A lease of a dead local process need not wait out its expiry; a lease of
+    another host (or a live or unknowable process) is honoured until it expires.
+    """
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
 
 
 def _intent_row(i: Any) -> dict[str, Any]:

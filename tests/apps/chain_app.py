@@ -1,0 +1,60 @@
+"""A worker process for crash tests: fan-out, join, a loop; every execution is counted.
+
+usage: chain_app.py HOME COUNTER start|resume RUN_ID [durability] [policy-json]
+Each node appends its name to COUNTER (a file outside the store) before returning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import bide
+
+home, counter, action, run_id = sys.argv[1:5]
+durability = sys.argv[5] if len(sys.argv) > 5 else "fast"
+policy = bide.Policy(**json.loads(sys.argv[6])) if len(sys.argv) > 6 else None
+
+
+def effect(name: str) -> None:
+    fd = os.open(counter, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (name + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+flow = bide.Flow("chain")
+flow.reducer("trail", bide.append)
+
+
+def make(name: str, *, start: bool = False, after: tuple[str, ...] = ()) -> None:
+    def node(state, ctx):
+        effect(f"{name}@{ctx.superstep}")
+        return {"trail": [name], name: state.get("n", 0)}
+
+    flow.node(node, name=name, start=start, after=after)
+
+
+make("a", start=True)
+make("b", start=True)
+make("c", start=True)
+make("join", after=("a", "b", "c"))
+
+
+@flow.node(after=("join",))
+def loop(state, ctx):
+    effect(f"loop@{ctx.superstep}")
+    return {"n": state.get("n", 0) + 1, "trail": ["loop"]}
+
+
+flow.route("loop", lambda s: "loop" if s["n"] < 4 else bide.END)
+
+with bide.open(home, durability=durability) as engine:
+    engine.register(flow)
+    if action == "start":
+        run = engine.start("chain", input={"n": 0}, run_id=run_id, policy=policy)
+    else:
+        run = engine.resume(run_id)
+    print(json.dumps({"status": run.status.value, "state": run.state}))

@@ -1,0 +1,45 @@
+"""Shared fixtures: a fresh home per test, and a helper to run worker subprocesses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bide
+
+APPS = Path(__file__).parent / "apps"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def engine(home: Path):
+    with bide.open(home, durability="fast") as eng:
+        yield eng
+
+
+def run_app(script: str, *args: str, fault: str | None = None, env: dict | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``tests/apps/<script>`` in a fresh interpreter, optionally with a fault armed."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("BIDE_")}
+    if fault:
+        full_env["BIDE_FAULT"] = fault
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, str(APPS / script), *args], env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def count_lines(path: Path) -> dict[str, int]:
+    """Side-effect counters: one line appended per execution, outside the store."""
+    counts: dict[str, int] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            counts[line] = counts.get(line, 0) + 1
+    return counts

@@ -1,0 +1,213 @@
+"""One contract suite for every Store implementation (LMDB today)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import lmdb
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bide.engine.errors import NewerStore, NotAHome, StaleLease, StoreFull
+from bide.engine.lmdb_store import LMDBStore
+from bide.formats import LeaseAcquired, PendingWrite, RunCreated, StatusChanged
+
+BACKENDS = {"lmdb": lambda home, **kw: LMDBStore(home, **kw)}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def open_store(request, tmp_path):
+    opened = []
+
+    def make(home: Path | None = None, **kw):
+        store = BACKENDS[request.param](home or tmp_path / "home", **kw)
+        opened.append(store)
+        return store
+
+    yield make
+    for s in opened:
+        s.close()
+
+
+def created(run_id: str) -> RunCreated:
+    return RunCreated(run_id=run_id, flow="f", at=1.0)
+
+
+def test_commit_appends_in_order_and_indexes_follow(open_store):
+    store = open_store(durability="fast")
+    assert store.commit([created("r1"), created("r2")]) == [0, 1]
+    seqs = store.commit([StatusChanged(run_id="r1", status="FAILED", error="x", at=2.0)])
+    assert seqs == [2]
+    with store.reader() as r:
+        assert r.last_seq() == 2
+        assert r.head("r1").status == "FAILED" and r.head("r1").error == "x"
+        assert r.head("r2").status == "RUNNING"
+        assert [t for _, t in r.run_entries("r1")] == ["run_created", "status_changed"]
+        assert [s for s, _ in r.log()] == [0, 1, 2]
+        assert r.record(2).status == "FAILED"
+
+
+def test_a_failing_check_writes_nothing(open_store):
+    store = open_store(durability="fast")
+    store.commit([created("r1")])
+
+    def refuse(reader):
+        raise RuntimeError("no")
+
+    with pytest.raises(RuntimeError):
+        store.commit([created("r2")], check=refuse)
+    with store.reader() as r:
+        assert r.last_seq() == 0 and r.head("r2") is None
+
+
+def test_fencing_refuses_a_stale_token(open_store):
+    store = open_store(durability="fast")
+    store.commit([created("r1"), LeaseAcquired(run_id="r1", owner="w1", token=1,
+                                               expires_at=9e12)])
+    store.commit([StatusChanged(run_id="r1", status="RUNNING")], fence=("r1", 1))
+    store.commit([LeaseAcquired(run_id="r1", owner="w2", token=2, expires_at=9e12)])
+    with pytest.raises(StaleLease):
+        store.commit([StatusChanged(run_id="r1", status="DONE")], fence=("r1", 1))
+    with store.reader() as r:
+        assert r.head("r1").status == "RUNNING"
+
+
+def test_expired_lease_cannot_commit(open_store):
+    store = open_store(durability="fast")
+    store.commit([created("r1"), LeaseAcquired(run_id="r1", owner="w1", token=1,
+                                               expires_at=1.0)])
+    with pytest.raises(StaleLease):
+        store.commit([StatusChanged(run_id="r1", status="DONE")], fence=("r1", 1))
+
+
+def test_map_grows_from_a_tiny_map(open_store):
+    store = open_store(durability="fast", map_size=64 << 10)
+    store.commit([created("r1")])
+    blob = "x" * 20_000
+    for i in range(100):
+        store.commit([PendingWrite(run_id="r1", task=f"{i}:a:0", superstep=i, node="a",
+                                   ops=[("k", "set", blob)])])
+    assert store.info()["map_size"] > 64 << 10
+    with store.reader() as r:
+        assert r.last_seq() == 100 and r.record(100).ops[0][2] == blob
+
+
+def test_size_limit_is_a_clear_error_and_store_stays_readable(open_store):
+    store = open_store(durability="fast", map_size=64 << 10, max_size=256 << 10)
+    store.commit([created("r1")])
+    with pytest.raises(StoreFull, match="size limit"):
+        for i in range(100):
+            store.commit([PendingWrite(run_id="r1", task=f"{i}", superstep=i, node="a",
+                                       ops=[("k", "set", "y" * 20_000)])])
+    with store.reader() as r:
+        assert r.head("r1") is not None and r.last_seq() >= 1
+
+
+def test_durable_and_fast_both_read_back(open_store, tmp_path):
+    for mode in ("durable", "fast"):
+        store = open_store(tmp_path / mode, durability=mode)
+        store.commit([created("r")])
+        store.close()
+        again = open_store(tmp_path / mode, durability=mode)
+        with again.reader() as r:
+            assert r.head("r").flow == "f"
+
+
+def test_not_a_home(open_store, tmp_path):
+    stuff = tmp_path / "stuff"
+    stuff.mkdir()
+    (stuff / "notes.txt").write_text("mine")
+    with pytest.raises(NotAHome, match="not empty"):
+        open_store(stuff)
+    assert (stuff / "notes.txt").read_text() == "mine"
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(NotAHome, match="file"):
+        open_store(afile)
+    with pytest.raises(NotAHome, match="no store"):
+        open_store(tmp_path / "missing", create=False)
+    assert not (tmp_path / "missing").exists()
+
+
+def test_store_from_a_newer_bide_is_refused(open_store, tmp_path):
+    store = open_store(tmp_path / "h", durability="fast")
+    store.commit([created("r")])
+    with store.env.begin(write=True) as txn:
+        txn.put(b"format", b"99", db=store.dbs["meta"])
+    store.close()
+    with pytest.raises(NewerStore, match="upgrade bide"):
+        open_store(tmp_path / "h", durability="fast")
+
+
+def test_reader_in_another_process_while_writing(open_store, tmp_path):
+    home = tmp_path / "shared"
+    store = open_store(home, durability="fast")
+    store.commit([created("r")])
+    reader = textwrap.dedent(f"""
+        import sys, time
+        from bide.engine.lmdb_store import LMDBStore
+        s = LMDBStore({str(home)!r}, durability="fast", create=False)
+        seen = -1
+        deadline = time.monotonic() + 30
+        while seen < 300 and time.monotonic() < deadline:
+            with s.reader() as r:
+                seen = r.last_seq()
+                assert r.head("r") is not None
+        print(seen)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", reader], stdout=subprocess.PIPE, text=True)
+    for i in range(300):
+        store.commit([PendingWrite(run_id="r", task=str(i), superstep=i, node="a",
+                                   ops=[("k", "set", "v" * 3000)])])
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and int(out) >= 300
+
+
+def test_two_processes_grow_the_map_while_writing(tmp_path):
+    home = tmp_path / "grow"
+    LMDBStore(home, durability="fast", map_size=64 << 10).close()
+    writer = textwrap.dedent(f"""
+        import sys
+        from bide.engine.lmdb_store import LMDBStore
+        from bide.formats import PendingWrite, RunCreated
+        s = LMDBStore({str(home)!r}, durability="fast", map_size=64 << 10)
+        me = sys.argv[1]
+        s.commit([RunCreated(run_id=me, flow="f")])
+        for i in range(150):
+            s.commit([PendingWrite(run_id=me, task=str(i), superstep=i, node="a",
+                                   ops=[("k", "set", "z" * 5000)])])
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", writer, f"w{i}"]) for i in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    store = LMDBStore(home, durability="fast")
+    try:
+        with store.reader() as r:
+            assert r.last_seq() == 301
+            assert sorted(h.records for h in r.heads()) == [151, 151]
+    finally:
+        store.close()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(st.text(min_size=1, max_size=5), min_size=1, max_size=4),
+                        min_size=1, max_size=6))
+def test_property_log_is_gapless_and_heads_count_records(open_store, tmp_path_factory, batches):
+    store = open_store(tmp_path_factory.mktemp("p") / "h", durability="fast")
+    expected = {}
+    total = 0
+    for batch in batches:
+        records = []
+        for rid in batch:
+            records.append(created(rid) if rid not in expected else
+                           StatusChanged(run_id=rid, status="RUNNING"))
+            expected[rid] = expected.get(rid, 0) + 1
+        store.commit(records)
+        total += len(records)
+    with store.reader() as r:
+        assert [s for s, _ in r.log()] == list(range(total))
+        assert {h.run_id: h.records for h in r.heads()} == expected
+    assert isinstance(store.env, lmdb.Environment)
