@@ -251,6 +251,12 @@ class Engine:
             return False
         return recorded[0]
 
+    def pending(self) -> list[dict[str, Any]]:
+        """Decisions waiting: approvals and reconciliations nobody has decided yet."""
+        with self.store.reader() as r:
+            rows = [pending_row(a) for a in r.approvals() if a.decision is None]
+        return sorted(rows, key=lambda a: a["requested_at"])
+
     # -- reading ---------------------------------------------------------------
     def _head(self, run_id: str) -> RunHead:
         with self.store.reader() as r:
@@ -345,6 +351,13 @@ def owner_alive(owner: str) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+def pending_row(a: Any) -> dict[str, Any]:
+    return {"approval_id": a.approval_id, "run_id": a.run_id, "kind": a.kind, "node": a.node,
+            "action": a.action, "payload": a.payload, "digest": a.digest, "allowed": a.allowed,
+            "tool": a.tool, "intent": a.intent, "requested_at": a.requested_at,
+            "expires_at": a.expires_at}
 
 
 def _intent_row(i: Any) -> dict[str, Any]:
