@@ -1,0 +1,56 @@
+"""``bide bench``: the click command over ``bench.suite``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from . import report, suite
+
+
+@click.command("bench")
+@click.argument("what", type=click.Choice(suite.WHAT), default="all")
+@click.option("--quick", is_flag=True, help="Every workload and policy at small size (< 1 min).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write every measurement to this file as JSON.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Draw the trade-offs into this PNG (needs matplotlib: pip install 'bide[plot]').")
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to put the bench's stores (default: a temporary directory).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed for the crash moments.")
+@click.option("--kills", type=click.IntRange(min=1), default=None,
+              help="Crashes per (workload, policy) [default: 20, --quick 2].")
+@click.option("--jobs", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Crash runs in parallel (timed runs are always one at a time).")
+def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None,
+          home: Path | None, seed: int, kills: int | None, jobs: int) -> None:
+    """Measure checkpoint granularity against write amplification and crash redo.
+
+    WHAT is granularity (bide's policies, the raw-LMDB floor, crashes), peers
+    (LangGraph on the same workloads, if installed) or all.
+    """
+    if plot_path is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise click.UsageError("--plot needs matplotlib: pip install 'bide[plot]'") from None
+    plan = suite.Plan(what, quick, kills=kills)
+    if plan.peer_skip:
+        click.echo(plan.peer_skip, err=True)
+    if home is not None:
+        home.mkdir(parents=True, exist_ok=True)
+    with click.progressbar(length=plan.units, label=f"bide bench {what}", file=click.get_text_stream("stderr"),
+                           show_pos=True) as bar:
+        results = suite.run(plan, home=home, seed=seed, jobs=jobs, tick=bar.update)
+    results["targets"] = report.targets(results)
+    click.echo(report.render(results))
+    click.echo(f"\n{results['meta']['seconds']:.1f} s", err=True)
+    if json_path is not None:
+        json_path.write_text(json.dumps(results, indent=1, default=str) + "\n")
+        click.echo(f"wrote {json_path}", err=True)
+    if plot_path is not None:
+        report.plot(results, str(plot_path))
+        click.echo(f"wrote {plot_path}", err=True)

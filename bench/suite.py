@@ -1,0 +1,159 @@
+"""What a ``bide bench`` run does, in order: granularity, crashes, peers.
+
+Timed measurements run one at a time; the crash runs (subprocesses, not
+timed) may use two workers.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from . import crash, measure, peers, workloads
+from .policies import POLICIES, BenchPolicy
+from .workloads import Workload
+
+WHAT = ("granularity", "peers", "all")
+
+
+class Plan:
+    """The cases of one run and how many progress units each is worth."""
+
+    def __init__(self, what: str, quick: bool, *, kills: int | None = None,
+                 policies: tuple[BenchPolicy, ...] = POLICIES) -> None:
+        if what not in WHAT:
+            raise ValueError(f"what must be one of {WHAT}, not {what!r}")
+        self.what, self.quick = what, quick
+        self.policies = policies
+        self.repeat = 1 if quick else 3
+        self.kills = kills if kills is not None else (2 if quick else 20)
+        by_kind = workloads.for_run(quick)
+        self.granularity = [w for ws in by_kind.values() for w in ws]
+        self.crash = workloads.for_crash(quick)
+        self.peer_workloads = [w for w in self.granularity if w.kind in ("linear", "fanout4", "long")]
+        self.peer_skip = peers.available() if what in ("peers", "all") else None
+
+    @property
+    def does_granularity(self) -> bool:
+        return self.what in ("granularity", "all")
+
+    @property
+    def does_peers(self) -> bool:
+        return self.what in ("peers", "all") and self.peer_skip is None
+
+    def peer_variants(self) -> list[str]:
+        return peers.variants() if self.does_peers else []
+
+    @property
+    def units(self) -> int:
+        n = 0
+        if self.does_granularity or self.does_peers:
+            n += len(self.granularity) * len(self.policies)
+        if self.does_granularity:
+            n += len(self.crash) * len(self.policies) * self.kills
+        n += len(self.peer_workloads) * len(self.peer_variants())
+        return n
+
+
+def run(plan: Plan, *, home: str | Path | None = None, seed: int = 0, jobs: int = 2,
+        tick: Callable[[int], None] = lambda n: None) -> dict[str, Any]:
+    """Run the plan in a temporary directory (under ``home`` if given); results as a dict."""
+    started = time.perf_counter()
+    lock = threading.Lock()
+    unlocked_tick = tick
+
+    def tick(n: int) -> None:  # the crash workers tick from two threads
+        with lock:
+            unlocked_tick(n)
+
+    root_ctx = tempfile.TemporaryDirectory(prefix="bide-bench-", dir=home)
+    root = Path(root_ctx.name)
+    out: dict[str, Any] = {"meta": _meta(plan, seed), "granularity": [], "redo": [], "peers": []}
+    try:
+        if plan.does_granularity or plan.does_peers:
+            out["granularity"] = _granularity(plan, root / "granularity", tick)
+        if plan.does_granularity:
+            out["redo"] = _crashes(plan, root / "crash", seed, jobs, out["granularity"], tick)
+        if plan.does_peers:
+            out["peers"] = _peers(plan, tick)
+        elif plan.peer_skip and plan.what != "granularity":
+            out["meta"]["peers_skipped"] = plan.peer_skip
+    finally:
+        root_ctx.cleanup()
+    out["meta"]["seconds"] = time.perf_counter() - started
+    return out
+
+
+def _meta(plan: Plan, seed: int) -> dict[str, Any]:
+    from .. import __version__
+
+    meta = {"what": plan.what, "quick": plan.quick, "seed": seed, "repeat": plan.repeat,
+            "kills_per_case": plan.kills, "bide": __version__, "python": sys.version.split()[0],
+            "platform": platform.platform(), "cpus": os.cpu_count(), "lmdb": lmdb.version(),
+            "py_lmdb": lmdb.__version__,
+            "policies": {p.name: {"durability": p.durability, **p.policy.to_dict(),
+                                  "about": p.about} for p in plan.policies}}
+    if plan.does_peers:
+        from importlib.metadata import version
+
+        meta["langgraph"] = version("langgraph")
+        meta["langgraph_checkpoint_sqlite"] = version("langgraph-checkpoint-sqlite")
+    return meta
+
+
+def _granularity(plan: Plan, root: Path, tick: Callable[[int], None]) -> list[dict[str, Any]]:
+    rows = []
+    for w in plan.granularity:
+        baseline = measure.baseline_seconds(w, max(plan.repeat, 5))
+        for p in plan.policies:
+            home = root / f"{w.kind}-{w.size}-{w.payload}-{p.name}"
+            rows.append(measure.measure(w, p, home, repeat=plan.repeat, baseline=baseline))
+            _remove_home(home)
+            tick(1)
+    return rows
+
+
+def _remove_home(home: Path) -> None:
+    import shutil
+
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _crashes(plan: Plan, root: Path, seed: int, jobs: int, rows: list[dict[str, Any]],
+             tick: Callable[[int], None]) -> list[dict[str, Any]]:
+    spans = {(r["spec"], r["policy"]): r["ms_per_superstep"] * r["supersteps"] / 1000
+             for r in rows}
+    cases = [(w, p) for w in plan.crash for p in plan.policies]
+
+    def one(case: tuple[Workload, BenchPolicy]) -> dict[str, Any]:
+        w, p = case
+        where = root / f"{w.kind}-{p.name}"
+        # quick: the in-process run time; full: calibrated in a cold worker process
+        span = spans.get((w.spec, p.name)) if plan.quick else None
+        result = crash.crash_policy(w, p, where, kills=plan.kills, seed=seed, span=span,
+                                    tick=lambda: tick(1))
+        _remove_home(where)
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, cases))
+
+
+def _peers(plan: Plan, tick: Callable[[int], None]) -> list[dict[str, Any]]:
+    rows = []
+    for w in plan.peer_workloads:
+        baseline = peers.baseline_seconds(w, max(plan.repeat, 5))
+        for variant in plan.peer_variants():
+            rows.append(peers.measure(w, variant, repeat=plan.repeat, baseline=baseline))
+            tick(1)
+    return rows
