@@ -48,6 +48,7 @@ class Execution:
         self.store, self.home, self.flow, self.run_id = store, home, flow, run_id
         self.token, self.owner, self.policy, self.clock = token, owner, policy, clock
         self.lease_ttl = lease_ttl
+        self.stopping: threading.Event | None = None
         self.fingerprint = flow.fingerprint()
         c = cursor
         self.version, self.superstep, self.state = c.version, c.superstep, c.state
@@ -56,6 +57,7 @@ class Execution:
         self.absorbed: list[int] = []
         self.inline: list[Op] = []
         self.committed: list[str] = []
+        self.last_committed: list[str] = []
         self.steps_since_cp = 0
         self._stop = threading.Event()
 
@@ -69,6 +71,9 @@ class Execution:
         renewer.start()
         try:
             while self.next:
+                if self.stopping is not None and self.stopping.is_set():
+                    self._interrupt()
+                    return
                 tasks = [(f"{self.superstep}:{name}:0", name) for name in self.next]
                 results = self._results(tasks)
                 if self._stopped_by(results):
@@ -109,6 +114,12 @@ class Execution:
             self._pause([r.pause for r in paused if r.pause is not None])
             return True
         return False
+
+    def _interrupt(self) -> None:
+        """Stop at this boundary for a shutdown; the run stays resumable."""
+        self._checkpoint("INTERRUPTED", release=True, extra=[StatusChanged(
+            run_id=self.run_id, status="INTERRUPTED", reason="worker shut down",
+            at=self.clock())])
 
     def _fail(self, node: str, error: str) -> None:
         """Record the failure; finished siblings' pending writes stay for the resume."""
@@ -155,7 +166,7 @@ class Execution:
             run_id=self.run_id, version=self.version, superstep=self.superstep, status=status,
             full=full, state=self.state if full else None, base=-1 if full else self.base,
             writes=[] if full else self.absorbed, ops=[] if full else self.inline,
-            committed=self.committed, next=self.next, counts=self.counts, seen=self.seen,
+            committed=self.committed or self.last_committed, next=self.next, counts=self.counts, seen=self.seen,
             waiting=waiting, scan_from=-1 if folding else self.scan_from,
             flow=self.flow.name if full else "", fingerprint=self.fingerprint if full else "",
             at=self.clock(),
@@ -172,6 +183,7 @@ class Execution:
             self.deltas += 1
         if folding:
             self.scan_from = seq
+        self.last_committed = self.committed or self.last_committed
         self.absorbed, self.inline, self.committed = [], [], []
         self.steps_since_cp = 0
 

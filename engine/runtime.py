@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -60,7 +61,7 @@ class Engine:
                  clock: Callable[[], float] = time.time) -> None:
         self.home = Path(home)
         self.store = LMDBStore(self.home, durability=durability, create=create,
-                               map_size=map_size, max_size=max_size)
+                               map_size=map_size, max_size=max_size, clock=clock)
         for sub in ("inbox", "requests"):
             (self.home / sub).mkdir(exist_ok=True)
         self.durability = durability
@@ -69,6 +70,8 @@ class Engine:
         self.approval_key = approval_key.encode() if isinstance(approval_key, str) else approval_key
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.flows: dict[str, Flow] = {}
+        self.skipped: list[tuple[str, str]] = []
+        self.stopping = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> Engine:
@@ -145,11 +148,75 @@ class Engine:
         token = self._acquire(run_id)
         return self._advance(run_id, token)
 
+    def recover(self, *, max_age: float = 86400.0, max_attempts: int = 5) -> list[Run]:
+        """Resume every run that can go on: pending, interrupted, decided, or orphaned.
+
+        An orphan (RUNNING, its worker gone) older than ``max_age`` seconds is
+        FAILED as "expired"; one whose workers died ``max_attempts`` times is
+        FAILED rather than retried forever. Runs another live worker holds are skipped.
+
+        Returns:
+            The runs this call advanced, as they stand afterwards.
+        """
+        advanced = []
+        for head in self._runnable():
+            if head.status == "RUNNING":
+                if self.clock() - head.updated_at > max_age:
+                    self._give_up(head, f"expired: orphaned for more than {max_age:.0f}s")
+                    continue
+                if head.attempts >= max_attempts:
+                    self._give_up(head, f"its worker died {head.attempts} times; not retried")
+                    continue
+            try:
+                advanced.append(self.resume(head.run_id))
+            except (RunNotResumable, UnknownFlow) as exc:
+                self.skipped.append((head.run_id, str(exc)))
+        return advanced
+
+    def _runnable(self) -> list[RunHead]:
+        now = self.clock()
+        out = []
+        with self.store.reader() as r:
+            for head in r.heads():
+                if head.status in ("PENDING", "INTERRUPTED"):
+                    out.append(head)
+                elif head.status in WAITING_STATUSES:
+                    aid = (head.waiting or {}).get("approval_id")
+                    req = None if aid is None else r.approval(aid)
+                    if req is not None and settled(req, now):
+                        out.append(head)
+                elif head.status == "RUNNING" and not self._held(r, head, now):
+                    out.append(head)
+        return out
+
+    @staticmethod
+    def _held(r: Reader, head: RunHead, now: float) -> bool:
+        if head.lease_owner is None:
+            return False
+        renewed = r.lease_expiry(head.run_id)
+        expires = head.lease_expires
+        if renewed and renewed[0] == head.lease_token:
+            expires = max(expires, renewed[1])
+        return expires > now and owner_alive(head.lease_owner)
+
+    def _give_up(self, head: RunHead, reason: str) -> None:
+        def check(r: Reader) -> None:
+            now_head = r.head(head.run_id)
+            if now_head is None or now_head.lease_token != head.lease_token:
+                raise RunNotResumable(head.run_id, "another worker took it meanwhile")
+
+        try:
+            self.store.commit([StatusChanged(run_id=head.run_id, status="FAILED",
+                                             reason=reason, error=reason, at=self.clock())],
+                              check=check)
+        except RunNotResumable as exc:
+            self.skipped.append((head.run_id, str(exc)))
+
     def _decided(self, head: RunHead) -> bool:
         aid = (head.waiting or {}).get("approval_id")
         with self.store.reader() as r:
             req = None if aid is None else r.approval(aid)
-        return req is None or req.decision is not None
+        return req is None or settled(req, self.clock())
 
     def _acquire(self, run_id: str) -> int:
         """Take the run's lease in one transaction, fencing out any earlier worker."""
@@ -159,6 +226,13 @@ class Engine:
             head = r.head(run_id)
             if head is None:
                 raise UnknownRun(run_id)
+            if head.status in ("DONE", "CANCELLED"):
+                raise RunNotResumable(run_id, f"it is {head.status}")
+            if head.status in WAITING_STATUSES:
+                aid = (head.waiting or {}).get("approval_id")
+                req = None if aid is None else r.approval(aid)
+                if req is not None and not settled(req, now):
+                    raise RunNotResumable(run_id, f"it waits for decision {aid}")
             if head.lease_owner is not None and head.lease_owner != self.owner:
                 renewed = r.lease_expiry(run_id)
                 expires = head.lease_expires
@@ -190,6 +264,7 @@ class Engine:
         ex = Execution(store=self.store, home=self.home, flow=flow, run_id=run_id, token=token,
                        owner=self.owner, policy=Policy.from_dict(head.policy),
                        cursor=self._cursor(head), clock=self.clock, lease_ttl=self.lease_ttl)
+        ex.stopping = self.stopping
         ex.run()
         return self.get(run_id)
 
@@ -351,6 +426,11 @@ def owner_alive(owner: str) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+def settled(req: Any, now: float) -> bool:
+    """Decided, or expired (an expired request resumes as a rejection)."""
+    return req.decision is not None or (req.expires_at is not None and now > req.expires_at)
 
 
 def pending_row(a: Any) -> dict[str, Any]:

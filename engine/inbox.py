@@ -1,0 +1,225 @@
+"""Decision files: dropping them into ``<home>/inbox`` and taking them out safely.
+
+A file is claimed by an atomic rename into ``inbox/.work/`` before it is read
+(two watchers never both take it), checked, recorded in one transaction, then
+moved unchanged to ``processed/`` or ``rejected/`` (with ``NAME.error.json``
+saying why). Nothing is ever deleted; a bad file never stops the watcher.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import stat
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import faults
+from .approvals import atomic_write_json, check_decision, decided
+from .errors import BideError
+from .store import Reader
+
+MAX_BYTES = 64 * 1024
+FIELDS = {"approval_id", "decision", "by", "reason", "run_id", "digest", "sig", "result"}
+SIGNED = ("approval_id", "decision", "by", "reason", "run_id", "digest")
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """What happened to one inbox file."""
+
+    name: str
+    accepted: bool
+    reason: str
+    approval_id: str | None = None
+    run_id: str | None = None
+    duplicate: bool = False
+
+
+class Refused(Exception):
+    """A decision file that must go to rejected/; the message says why."""
+
+
+def canonical(fields: dict[str, Any]) -> bytes:
+    """The bytes a signature covers: the signed fields, sorted, compact JSON."""
+    body = {k: fields.get(k) for k in SIGNED}
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def sign(fields: dict[str, Any], key: bytes) -> str:
+    return hmac.new(key, canonical(fields), hashlib.sha256).hexdigest()
+
+
+def drop_decision(home: str | os.PathLike[str], approval_id: str, decision: str, *,
+                  by: str | None = None, reason: str | None = None, run_id: str | None = None,
+                  digest: str | None = None, result: Any = None, key: bytes | None = None
+                  ) -> Path:
+    """Write a decision file into the inbox atomically (dot-file, then rename)."""
+    body: dict[str, Any] = {"approval_id": approval_id, "decision": decision, "by": by,
+                            "reason": reason}
+    if run_id is not None:
+        body["run_id"] = run_id
+    if digest is not None:
+        body["digest"] = digest
+    if result is not None:
+        body["result"] = result
+    if key is not None:
+        body["sig"] = sign(body, key)
+    name = f"{approval_id}-{decision}-{int(time.time() * 1000)}-{uuid.uuid4().hex[:6]}.json"
+    return atomic_write_json(Path(home) / "inbox" / name, body)
+
+
+def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise Refused(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def _no_constants(name: str) -> Any:
+    raise Refused(f"{name} is not allowed in a decision file")
+
+
+def parse(data: bytes) -> dict[str, Any]:
+    """Strict JSON: UTF-8, one object, no duplicate keys, no NaN/Infinity, known fields."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Refused(f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+    try:
+        body = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_no_constants)
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, Refused):
+            raise
+        raise Refused(f"not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise Refused(f"a decision file holds one JSON object, not {type(body).__name__}")
+    unknown = set(body) - FIELDS
+    if unknown:
+        raise Refused(f"unknown field(s): {', '.join(sorted(unknown))}")
+    for field in ("approval_id", "decision"):
+        if not isinstance(body.get(field), str) or not body[field]:
+            raise Refused(f"field {field!r} is required and must be a non-empty string")
+    for field in ("by", "reason", "run_id", "digest", "sig"):
+        if body.get(field) is not None and not isinstance(body[field], str):
+            raise Refused(f"field {field!r} must be a string")
+    return body
+
+
+class Inbox:
+    """One home's inbox, processed on behalf of one engine."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.dir = engine.home / "inbox"
+        self.work = self.dir / ".work"
+        for sub in (self.work, self.dir / "processed", self.dir / "rejected"):
+            sub.mkdir(parents=True, exist_ok=True)
+
+    def names(self) -> list[str]:
+        """Final names waiting (dot-files and ``*.tmp`` are still being written)."""
+        return sorted(n for n in os.listdir(self.dir)
+                      if not n.startswith(".") and not n.endswith(".tmp")
+                      and n not in ("processed", "rejected"))
+
+    def process(self) -> list[FileResult]:
+        """Take every waiting file (and any a crashed watcher left claimed)."""
+        results = [self._finish(n) for n in sorted(os.listdir(self.work))]
+        for name in self.names():
+            claimed = self._claim(name)
+            if claimed:
+                results.append(self._finish(name))
+        return results
+
+    def _claim(self, name: str) -> bool:
+        try:
+            os.rename(self.dir / name, self.work / name)
+        except FileNotFoundError:  # another watcher claimed it first
+            return False
+        faults.point("after_file_claimed")
+        return True
+
+    def _finish(self, name: str) -> FileResult:
+        path = self.work / name
+        try:
+            body, raw = self._read(path)
+            result = self._record(name, body, raw)
+        except Refused as exc:
+            return self._reject(name, str(exc))
+        except BideError as exc:
+            return self._reject(name, str(exc))
+        self._move(path, self.dir / "processed", name)
+        return result
+
+    def _read(self, path: Path) -> tuple[dict[str, Any], bytes]:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            raise Refused("a symlink, not a regular file")
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused("not a regular file")
+        if st.st_nlink > 1:
+            raise Refused("a hard link to another file")
+        if st.st_mode & stat.S_IWOTH:
+            raise Refused("world-writable: anyone could have changed it")
+        if st.st_size > MAX_BYTES:
+            raise Refused(f"{st.st_size} bytes is larger than the {MAX_BYTES} byte limit")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise Refused(f"larger than the {MAX_BYTES} byte limit")
+        return parse(raw), raw
+
+    def _record(self, name: str, body: dict[str, Any], raw: bytes) -> FileResult:
+        key = self.engine.approval_key
+        if key is not None:
+            sig = body.get("sig")
+            if not sig:
+                raise Refused("this home requires signed decisions and the file has no 'sig'")
+            if not hmac.compare_digest(sig, sign(body, key)):
+                raise Refused("bad signature")
+        aid, decision = body["approval_id"], body["decision"]
+        now = self.engine.clock()
+        content = "sha256:" + hashlib.sha256(raw).hexdigest()
+        dup = [False]
+
+        def build(r: Reader) -> list[Any]:
+            req, again = check_decision(r, aid, decision, now=now, run_id=body.get("run_id"),
+                                        digest=body.get("digest"))
+            dup[0] = again
+            if again:
+                return []
+            return [decided(req, decision, by=body.get("by"), reason=body.get("reason"),
+                            result=body.get("result"), file=name, content_digest=content,
+                            at=now)]
+
+        self.engine.store.commit(build)
+        faults.point("after_decision_recorded")
+        with self.engine.store.reader() as r:
+            req = r.approval(aid)
+        return FileResult(name, True, "duplicate of a recorded decision" if dup[0] else
+                          f"recorded {decision}", aid, req.run_id if req else None, dup[0])
+
+    def _reject(self, name: str, why: str) -> FileResult:
+        moved = self._move(self.work / name, self.dir / "rejected", name)
+        atomic_write_json(moved.with_name(moved.name + ".error.json"),
+                          {"file": name, "error": why, "at": self.engine.clock()})
+        return FileResult(name, False, why)
+
+    @staticmethod
+    def _move(src: Path, folder: Path, name: str) -> Path:
+        """Rename into ``folder`` without ever replacing an existing file."""
+        dest = folder / name
+        n = 1
+        while dest.exists() or dest.is_symlink():
+            dest = folder / f"{name}.{n}"
+            n += 1
+        os.rename(src, dest)
+        return dest

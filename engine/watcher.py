@@ -1,0 +1,81 @@
+"""``bide watch``: take decisions from the inbox and keep runs moving, under leases.
+
+At start it takes files already in the inbox and every runnable or orphaned
+run; then it watches the inbox with watchfiles (files present before the
+watch began are caught by a rescan each ``rescan`` seconds, as DESIGN.md
+warns). SIGINT/SIGTERM stop it at the next boundary; runs stay resumable.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import watchfiles
+
+from .inbox import Inbox
+from .runtime import Engine
+
+
+class Watcher:
+    """Serve one home: inbox decisions in, runs resumed."""
+
+    def __init__(self, engine: Engine, *, poll: bool = False, max_orphan_age: float = 86400.0,
+                 max_attempts: int = 5, rescan: float = 1.0,
+                 log: Callable[[str], None] = print) -> None:
+        self.engine, self.poll, self.rescan, self.log = engine, poll, rescan, log
+        self.max_orphan_age, self.max_attempts = max_orphan_age, max_attempts
+        self.inbox = Inbox(engine)
+        self.stop = engine.stopping
+
+    def once(self) -> dict[str, Any]:
+        """Process the inbox, then advance every run that can go on."""
+        files = self.inbox.process()
+        for f in files:
+            verdict = "accepted" if f.accepted else "rejected"
+            self.log(f"file {verdict}: {f.name} ({f.reason})")
+        self.engine.skipped.clear()
+        runs = [] if self.stop.is_set() else self.engine.recover(
+            max_age=self.max_orphan_age, max_attempts=self.max_attempts)
+        for run in runs:
+            self.log(f"run {run.run_id}: {run.status.value.lower()}"
+                     + (f" (waiting on {run.waiting['approval_id']})" if run.waiting else ""))
+        return {"files": files, "runs": runs}
+
+    def serve(self) -> None:
+        """Run until SIGINT/SIGTERM (or ``stop`` is set)."""
+        self._install_signals()
+        self.once()
+        for _changes in watchfiles.watch(
+            self.inbox.dir, stop_event=self.stop, force_polling=self.poll, step=10,
+            debounce=100, rust_timeout=int(self.rescan * 1000), yield_on_timeout=True,
+            watch_filter=None, recursive=False, raise_interrupt=False,
+        ):
+            if self.stop.is_set():
+                break
+            self.once()
+        self.log("watcher stopped; runs left resumable")
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def handle(signum: int, frame: Any) -> None:
+            self.log(f"signal {signal.Signals(signum).name}: stopping at the next boundary")
+            self.stop.set()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.02) -> bool:
+    """Poll ``predicate`` until true or ``timeout`` (tests and the demo use it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
