@@ -11,5 +11,10 @@ def main() -> None:
     """bide: durable agent runs in a directory."""
 
 
+from .bench.command import bench  # noqa: E402 - registered last, after every command above
+
+main.add_command(bench)
+
+
 if __name__ == "__main__":
     main()

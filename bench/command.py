@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -42,7 +43,7 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
         click.echo(plan.peer_skip, err=True)
     if home is not None:
         home.mkdir(parents=True, exist_ok=True)
-    with click.progressbar(length=plan.units, label=f"bide bench {what}", file=click.get_text_stream("stderr"),
+    with click.progressbar(length=plan.units, label=f"bide bench {what}", file=sys.stderr,
                            show_pos=True) as bar:
         results = suite.run(plan, home=home, seed=seed, jobs=jobs, tick=bar.update)
     results["targets"] = report.targets(results)

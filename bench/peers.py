@@ -20,8 +20,9 @@ from typing import Annotated, Any, TypedDict
 from .workloads import WIDTH, Workload, payload
 
 SAVERS = ("sqlite-sync", "sqlite-async", "sqlite-exit", "delta-sync")
+BIDE_VARIANTS = ("bide-saver-sync", "bide-saver-fast-sync")
 # Where bide's own LangGraph saver may live once it exists (issue 8).
-BIDE_SAVER_MODULES = ("bide.langgraph", "bide.integrations.langgraph", "bide.engine.langgraph")
+BIDE_SAVER_MODULES = ("bide.engine.langgraph_saver", "bide.langgraph")
 
 
 def available() -> str | None:
@@ -53,7 +54,7 @@ def variants() -> list[str]:
     except ImportError:
         names.remove("delta-sync")
     if _bide_saver() is not None:
-        names.append("bide-saver")
+        names.extend(BIDE_VARIANTS)
     return names
 
 
@@ -145,16 +146,22 @@ def measure(w: Workload, variant: str, *, repeat: int, baseline: float,
     with tempfile.TemporaryDirectory(dir=directory, prefix="bide-lg-") as d:
         path = Path(d) / "lg.sqlite"
         conn = sqlite3.connect(path, check_same_thread=False)
-        saver = _bide_saver()(Path(d) / "bide") if variant == "bide-saver" else SqliteSaver(conn)
+        if variant in BIDE_VARIANTS:
+            saver = _bide_saver()(Path(d) / "bide", durability="fast" if "fast" in variant
+                                  else "durable")
+            sizes = lambda: _bide_sizes(saver)  # noqa: E731
+        else:
+            saver = SqliteSaver(conn)
+            sizes = lambda: _sizes(conn, path)  # noqa: E731
         graph = graph_def.compile(checkpointer=saver)
         graph.invoke({"items": [], "count": 0}, _config(w, "warmup"), durability="exit")
-        stored0, growth0 = _sizes(conn, path)
+        stored0, growth0 = sizes()
         for i in range(max(repeat, 1)):
             t0 = time.perf_counter()
             out = graph.invoke(w.initial(), _config(w, f"t{i}"), durability=durability)
             times.append(time.perf_counter() - t0)
             if i == 0:
-                stored1, growth1 = _sizes(conn, path)
+                stored1, growth1 = sizes()
         if dict(out) != _expected(w):
             raise AssertionError(f"LangGraph {variant} run of {w.label} produced a wrong state")
         cfg = _config(w, "t0")
@@ -164,8 +171,10 @@ def measure(w: Workload, variant: str, *, repeat: int, baseline: float,
         for _ in range(reads):
             state = graph.get_state(cfg)
         read = (time.perf_counter() - t0) / reads
-        state_ok = durability != "exit" or state.values == _expected(w)
+        state_ok = state.values == _expected(w)
         conn.close()
+        if variant in BIDE_VARIANTS:
+            saver.close()
     seconds = sorted(times)[len(times) // 2]
     steps = w.supersteps
     committed, growth = stored1 - stored0, growth1 - growth0
@@ -180,6 +189,14 @@ def measure(w: Workload, variant: str, *, repeat: int, baseline: float,
         "overhead_ratio": seconds / baseline if baseline > 0 else None,
         "read_latest_ms": 1000 * read, "state_ok": bool(state_ok),
     }
+
+
+def _bide_sizes(saver: Any) -> tuple[int, int]:
+    """(bytes in the bide log, LMDB pages used × page size) under a BideSaver."""
+    store = saver._shared.store
+    with store.reader() as r:
+        logged = sum(len(raw) for _, raw in r.log())
+    return logged, store.info()["used_bytes"]
 
 
 def _sizes(conn: sqlite3.Connection, path: Path) -> tuple[int, int]:

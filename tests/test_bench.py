@@ -1,0 +1,125 @@
+"""``bide bench``: the workloads are right, and a quick run covers everything with sane values."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import bide
+from bide.bench import policies, workloads
+from bide.bench.command import bench
+from bide.bench.memory import run_in_memory
+from bide.bench.workloads import Counters, Workload
+
+SMALL = [Workload("linear", 5, 100), Workload("fanout4", 3, 1000), Workload("agent", 3, 1000),
+         Workload("long", 7, 10)]
+
+
+@pytest.mark.parametrize("w", SMALL, ids=lambda w: w.spec)
+def test_workload_reaches_its_expected_state(w: Workload, tmp_path: Path) -> None:
+    counters = Counters(tmp_path / "counters", "test")
+    with bide.open(tmp_path / "home", durability="fast") as engine:
+        flow = w.flow(counters)
+        engine.register(flow)
+        run = engine.start(flow.name, w.initial())
+        assert run.status == bide.Status.DONE
+        assert run.state == w.expected()
+        assert run.superstep == w.supersteps
+    counters.close()
+    started, ended = Counters.read_execs(tmp_path / "counters", "test")
+    assert len(started) == len(set(started)) == w.tasks
+    assert ended == set(started)
+    effects = Counters.read_effects(tmp_path / "counters")
+    assert sum(map(len, effects.values())) == (w.size if w.kind == "agent" else 0)
+
+
+@pytest.mark.parametrize("w", SMALL, ids=lambda w: w.spec)
+def test_in_memory_baseline_matches_the_engine(w: Workload) -> None:
+    state, steps = run_in_memory(w.flow(), w.initial())
+    assert (state, steps) == (w.expected(), w.supersteps)
+
+
+def test_logical_bytes_are_the_payloads() -> None:
+    assert Workload("linear", 50, 1000).logical_bytes == 50_000
+    assert Workload("fanout4", 50, 100).logical_bytes == 50 * 4 * 100
+    assert Workload("agent", 25, 1000).logical_bytes == 25_000
+    assert Workload.parse("long:1000:100") == Workload("long", 1000, 100)
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("bench") / "quick.json"
+    result = CliRunner().invoke(bench, ["all", "--quick", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Targets" in result.output
+    return json.loads(out.read_text())
+
+
+def test_quick_covers_every_workload_and_policy(quick_results: dict) -> None:
+    rows = quick_results["granularity"]
+    kinds = {r["workload"] for r in rows}
+    assert kinds == set(workloads.KINDS)
+    cells = {(r["spec"], r["policy"]) for r in rows}
+    specs = {r["spec"] for r in rows}
+    assert cells == {(s, p.name) for s in specs for p in policies.POLICIES}
+    redo = {r["policy"] for r in quick_results["redo"]}
+    assert redo == {p.name for p in policies.POLICIES}
+    assert quick_results["meta"]["quick"] is True
+
+
+def test_quick_values_are_sane(quick_results: dict) -> None:
+    for r in quick_results["granularity"]:
+        assert r["bytes_committed"] > r["logical_bytes"] > 0, r["label"]
+        assert r["store_growth"] > 0 and r["payload_floor_growth"] > 0
+        assert r["commits"] >= 1 and r["commits_per_superstep"] > 0
+        durable = r["durability"] == "durable"
+        assert (r["flushes_per_superstep"] > 0) == durable
+        assert r["ms_per_superstep"] > 0 and r["baseline_ms_per_superstep"] > 0
+        assert r["read_latest_ms"] > 0
+        if r["policy_options"]["pending_writes"]:
+            assert r["bytes_by_type"].get("pending_write", 0) >= r["logical_bytes"]
+        else:
+            assert "pending_write" not in r["bytes_by_type"]
+    for r in quick_results["redo"]:
+        assert r["kills"] >= 1 and r["state_ok"], r
+        assert r["repeated_effects"] == 0, r  # never for a non-idempotent tool
+        if r["policy"] == "default":
+            assert r["kills_redo_beyond_one_superstep"] == 0, r
+    names = [t["target"] for t in quick_results["targets"]]
+    assert len(names) >= 9 and any("LangGraph" in n for n in names)
+
+
+def test_checkpoint_policy_changes_what_is_committed(quick_results: dict) -> None:
+    rows = {(r["spec"], r["policy"]): r for r in quick_results["granularity"]}
+    spec = "linear:10:1000"
+    every = rows[(spec, "default")]["commits"]
+    assert rows[(spec, "every-4-no-pw")]["commits"] < rows[(spec, "no-pw")]["commits"] < every
+    assert rows[(spec, "full")]["bytes_committed"] > rows[(spec, "default")]["bytes_committed"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is not None,
+                    reason="matplotlib is installed")
+def test_plot_without_matplotlib_says_how_to_get_it(tmp_path: Path) -> None:
+    result = CliRunner().invoke(bench, ["granularity", "--quick", "--plot",
+                                        str(tmp_path / "x.png")])
+    assert result.exit_code == 2
+    assert "pip install 'bide[plot]'" in result.output
+    assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("langgraph") is not None,
+                    reason="langgraph is installed")
+def test_peers_without_langgraph_say_so() -> None:
+    result = CliRunner().invoke(bench, ["peers", "--quick"])
+    assert result.exit_code == 0, result.output
+    assert "pip install 'bide[compare]'" in result.output
+
+
+def test_bench_is_a_cli_command() -> None:
+    from bide.cli import main
+
+    assert main.get_command(None, "bench") is bench  # type: ignore[arg-type]
