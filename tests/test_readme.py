@@ -1,0 +1,20 @@
+"""The README's Python examples run, so the quick start cannot rot."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+BLOCKS = [b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "bide.open(" in b]
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
+def test_readme_python_block_runs(block, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+
+
+def test_readme_has_the_two_commands():
+    assert 'pip install -e ".[test]" && bide demo' in README
+    assert "python -m pytest -q" in README
