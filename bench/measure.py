@@ -92,6 +92,8 @@ def measure(w: Workload, p: BenchPolicy, home: Path, *, repeat: int,
         by_type: dict[str, int] = {}
         for _, rtype, size in engine.records("r-0"):
             by_type[rtype] = by_type.get(rtype, 0) + size
+        fulls = [c.bytes for c in engine.checkpoints("r-0") if c.full]
+        by_type["checkpoint(full)"] = sum(fulls)
         read = median_time(lambda: engine.state("r-0"), 7 if repeat > 1 else 3)
         with engine.store.reader() as r:
             groups = [[r.raw(s) or b"" for s in g] for g in seen["groups"]]
@@ -111,6 +113,7 @@ def _row(w: Workload, p: BenchPolicy, times: list[float], baseline: float,
     durable = p.durability == "durable"
     steps = w.supersteps
     seconds = statistics.median(times)
+    fulls = by_type.pop("checkpoint(full)")
     committed = sum(by_type.values())
     same = floor.replay(groups, durable=durable, warmup=warm)
     per_step = [[payload(i, w.payload).encode() for i in range(w.width)]] * steps
@@ -121,7 +124,7 @@ def _row(w: Workload, p: BenchPolicy, times: list[float], baseline: float,
         "payload": w.payload, "supersteps": steps, "tasks": w.tasks,
         "policy": p.name, "durability": p.durability, "policy_options": p.policy.to_dict(),
         "logical_bytes": w.logical_bytes,
-        "bytes_committed": committed, "bytes_by_type": by_type,
+        "bytes_committed": committed, "bytes_by_type": by_type, "bytes_full_checkpoints": fulls,
         "wa_committed": committed / w.logical_bytes,
         "store_growth": growth, "wa_growth": growth / w.logical_bytes,
         "commits": writes, "commits_per_superstep": writes / steps,
