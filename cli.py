@@ -1,14 +1,588 @@
-"""The ``bide`` command line: a thin layer over the library."""
+"""The ``bide`` command line: a thin layer over the library.
+
+Each command parses its arguments, calls one library function, and prints a
+table for people or JSON with ``--json``. Exit codes: 0 ok, 1 the thing asked
+about is in a bad state (e.g. ``doctor`` found problems, a resumed run failed),
+2 usage error, 3 not found (run, version, approval, home). Reading commands
+open the home with ``create=False`` and only read, so they work while a
+watcher or an app is writing.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
 import click
 
+from . import BideError, Engine, Flow, NotAHome, UnknownApproval, UnknownRun
+from . import open as open_home
+from .engine import compaction, inspect, maintenance, operations
+from .engine.render import ago, clip, fields, first_line, parse_age, preview, size, table, to_json
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_OK, EXIT_BAD_STATE, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
+NOT_FOUND = (UnknownRun, UnknownApproval, NotAHome, inspect.UnknownVersion, inspect.UnknownKey)
+
+
+class BideGroup(click.Group):
+    """Turns bide's errors into a message on stderr and a stable exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except NOT_FOUND as exc:
+            _fail(exc, EXIT_NOT_FOUND)
+        except BideError as exc:
+            _fail(exc, EXIT_BAD_STATE)
+
+
+def _fail(exc: BaseException, code: int) -> None:
+    click.echo(f"error: {exc}", err=True)
+    raise click.exceptions.Exit(code)
+
+
+def common_options(fn: F) -> F:
+    """``--home`` and ``--json``, shared by every command."""
+    fn = click.option("--json", "as_json", is_flag=True,
+                      help="Print JSON instead of a table.")(fn)
+    fn = click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME",
+                      default=".bide", show_default=True, show_envvar=True,
+                      help="The bide home directory.")(fn)
+    return fn
+
+
+def _engine(home: Path) -> Engine:
+    """Open an existing home (never create one) and close it when the command ends."""
+    engine = open_home(home, create=False)
+    click.get_current_context().call_on_close(engine.close)
+    return engine
+
+
+def _out(as_json: bool, data: Any, human: Callable[[], str]) -> None:
+    click.echo(to_json(data) if as_json else human())
+
+
+def _age_option(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_age(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.group(cls=BideGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="bide")
 def main() -> None:
     """bide: durable agent runs in a directory."""
+
+
+# -- reading --------------------------------------------------------------------------
+@main.command()
+@common_options
+@click.option("--status", help="Only runs with this status (e.g. WAITING_APPROVAL).")
+@click.option("--flow", help="Only runs of this flow.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many (newest first).")
+def runs(home: Path, as_json: bool, status: str | None, flow: str | None,
+         limit: int | None) -> None:
+    """List runs, newest first."""
+    rows = inspect.runs(_engine(home), status=status and status.upper(), flow=flow, limit=limit)
+    now = time.time()
+    _out(as_json, rows, lambda: table(
+        ["RUN", "FLOW", "STATUS", "VER>", "STEP>", "WAITING ON", "UPDATED"],
+        [[r["run_id"], r["flow"], r["status"], r["state_version"], r["superstep"],
+          r["waiting_on"], ago(r["updated_at"], now)] for r in rows],
+    ) if rows else "no runs")
+
+
+@main.command()
+@common_options
+@click.argument("run_id", metavar="RUN")
+def show(home: Path, as_json: bool, run_id: str) -> None:
+    """A run's snapshot: status, version, what it waits on, its pending writes."""
+    doc = inspect.show(_engine(home), run_id)
+    _out(as_json, doc, lambda: _show_text(doc, time.time()))
+
+
+def _show_text(d: dict[str, Any], now: float) -> str:
+    lease = d["lease"]
+    lease_text = "none"
+    if lease is not None:
+        when = ago(lease["expires_at"], now)
+        until = f"expires {when}" if lease["expires_at"] > now else f"expired {when}"
+        until += "" if lease["owner_alive"] else "; its process is gone"
+        lease_text = f"{lease['owner']} (token {lease['token']}, {until})"
+    waiting = d["waiting"]
+    waiting_text = "-" if not waiting else (
+        f"{waiting.get('type')} {waiting.get('approval_id', '')} in node {waiting.get('node_id')}")
+    pending = "\n".join(f"{node}: {text}" for node, text in d["pending_writes"].items())
+    return fields([
+        ("run", d["run_id"]),
+        ("flow", f"{d['flow']} ({d['fingerprint']})"),
+        ("status", d["status"] + (f" ({d['reason']})" if d["reason"] else "")),
+        ("state_version", f"{d['state_version']} (superstep {d['superstep']})"),
+        ("committed", ", ".join(d["committed"]) or "-"),
+        ("pending writes", pending or "-"),
+        ("waiting", waiting_text),
+        ("lease", lease_text),
+        ("error", first_line(d["error"], 80) or None),
+        ("parent", f"{d['parent']} at version {d['parent_version']}" if d["parent"] else None),
+        ("policy", ", ".join(f"{k}={v}" for k, v in d["policy"].items())),
+        ("created", ago(d["created_at"], now)),
+        ("updated", ago(d["updated_at"], now)),
+        ("records", f"{d['records']} ({size(d['bytes'])})"),
+    ])
+
+
+@main.command()
+@common_options
+@click.argument("run_id", metavar="RUN")
+def log(home: Path, as_json: bool, run_id: str) -> None:
+    """The run's timeline: every record in order, with sizes (JSON lines with --json)."""
+    entries = inspect.log(_engine(home), run_id)
+    if as_json:
+        for entry in entries:
+            click.echo(to_json(entry, indent=None))
+        return
+    now = time.time()
+    click.echo(table(["SEQ>", "TYPE", "BYTES>", "AGE", "WHAT"],
+                     [[e["seq"], e["type"], size(e["bytes"]), ago(e["at"], now), e["summary"]]
+                      for e in entries]))
+
+
+@main.command()
+@common_options
+@click.argument("run_id", metavar="RUN")
+def checkpoints(home: Path, as_json: bool, run_id: str) -> None:
+    """The run's checkpoints: version, superstep, status, committed nodes, bytes."""
+    rows = inspect.checkpoints(_engine(home), run_id)
+    now = time.time()
+    _out(as_json, rows, lambda: table(
+        ["VER>", "STEP>", "STATUS", "KIND", "COMMITTED", "NEXT", "BYTES>", "AGE"],
+        [[c["version"], c["superstep"], c["status"], "full" if c["full"] else "delta",
+          ",".join(c["committed"]) or "-", ",".join(c["next"]) or "-", size(c["bytes"]),
+          ago(c["at"], now)] for c in rows]))
+
+
+@main.command()
+@common_options
+@click.argument("run_id", metavar="RUN")
+@click.option("--version", "version", type=int, help="A checkpoint's state_version "
+              "(default: the latest).")
+@click.option("--key", help="Print only this state key's value.")
+def state(home: Path, as_json: bool, run_id: str, version: int | None, key: str | None) -> None:
+    """The run's state at its latest checkpoint or at --version."""
+    found, values = inspect.state(_engine(home), run_id, version)
+    if key is not None:
+        if key not in values:
+            raise inspect.UnknownKey(run_id, key, found)
+        doc = {"run_id": run_id, "version": found, "key": key, "value": values[key]}
+        _out(as_json, doc, lambda: to_json(values[key]))
+        return
+    doc = {"run_id": run_id, "version": found, "state": values}
+    _out(as_json, doc, lambda: f"{run_id} at version {found}\n" + table(
+        ["KEY", "TYPE", "SIZE>", "VALUE"],
+        [[k, type(v).__name__, size(len(to_json(v, indent=None))), preview(v, 200)]
+         for k, v in values.items()]))
+
+
+@main.command()
+@common_options
+@click.argument("run_id", metavar="RUN")
+@click.argument("v1", type=int)
+@click.argument("v2", type=int)
+def diff(home: Path, as_json: bool, run_id: str, v1: int, v2: int) -> None:
+    """Which state keys changed between versions V1 and V2, and how."""
+    rows = inspect.diff(_engine(home), run_id, v1, v2)
+    doc = {"run_id": run_id, "from": v1, "to": v2, "changes": rows}
+    _out(as_json, doc, lambda: table(
+        ["KEY", "CHANGE", "DETAIL", "BEFORE", "AFTER"],
+        [[r["key"], r["change"], r["detail"] or "-",
+          "-" if r["change"] == "added" else preview(r["before"], 30),
+          "-" if r["change"] == "removed" else preview(r["after"], 30)] for r in rows],
+    ) if rows else f"no state keys changed between versions {v1} and {v2}")
+
+
+@main.command()
+@common_options
+@click.argument("run_id", metavar="[RUN]", required=False)
+@click.option("--unknown", is_flag=True, help="Only calls in doubt (prepared with no outcome, "
+              "or waiting for a human), across all runs unless RUN is given.")
+def intents(home: Path, as_json: bool, run_id: str | None, unknown: bool) -> None:
+    """Tool calls of a run: status, attempts, idempotency keys, results."""
+    if run_id is None and not unknown:
+        raise click.UsageError("give a RUN, or --unknown for calls in doubt across all runs")
+    rows = inspect.intents(_engine(home), run_id, unknown=unknown)
+
+    def human() -> str:
+        if not rows:
+            return "no tool calls in doubt" if unknown else f"{run_id} made no tool calls"
+        return table(
+            ["RUN", "CALL", "TOOL", "STATUS", "TRY>", "IDEMPOTENCY KEY", "OUTCOME"],
+            [[i["run_id"], i["key"], i["tool"], i["status"], i["attempts"], i["idempotency_key"],
+              _outcome(i)] for i in rows])
+
+    _out(as_json, rows, human)
+
+
+def _outcome(i: dict[str, Any]) -> str:
+    if i["status"] == "failed":
+        return f"{i.get('error_type')}: {first_line(i.get('error'), 40)}"
+    if i["status"] == "unknown":
+        return f"ask {i.get('approval_id')}"
+    if i["status"] == "resolved":
+        return f"{i.get('decision')} by {i.get('by') or '?'}"
+    if i["status"] == "prepared":
+        return "no outcome recorded"
+    return preview(i.get("result"), 40)
+
+
+# -- acting on runs ---------------------------------------------------------------------
+def app_option(fn: F) -> F:
+    return click.option("--app", "app", required=True, metavar="MODULE:ATTR",
+                        help="Where the flows are: a Flow, a list of Flows, or a function "
+                             "returning them (imported from the current directory too).")(fn)
+
+
+def load_flows(spec: str) -> list[Flow]:
+    """Import ``MODULE:ATTR`` and return the flows it names."""
+    module, _, attr = spec.partition(":")
+    if not module or not attr:
+        raise click.BadParameter(f"{spec!r} is not MODULE:ATTR", param_hint="--app")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"cannot load {spec!r}: {exc}", param_hint="--app") from None
+    if callable(obj) and not isinstance(obj, Flow):
+        obj = obj()
+    flows = [obj] if isinstance(obj, Flow) else list(obj) if isinstance(obj, Iterable) else []
+    if not flows or not all(isinstance(f, Flow) for f in flows):
+        raise click.BadParameter(f"{spec!r} is not a Flow or a list of Flows",
+                                 param_hint="--app")
+    return flows
+
+
+@main.command()
+@common_options
+@app_option
+@click.argument("run_id", metavar="RUN")
+def resume(home: Path, as_json: bool, app: str, run_id: str) -> None:
+    """Continue a run from its latest checkpoint, in this process. Exit 1 if it fails."""
+    flows = load_flows(app)
+    engine = _engine(home)
+    engine.register(*flows)
+    before = engine.get(run_id).status
+    run = engine.resume(run_id)
+    doc = inspect.show(engine, run_id)
+    _out(as_json, doc, lambda: f"{run_id}: {before} -> {run.status} "
+         f"(state_version {run.state_version})" + (
+             f"\nerror: {first_line(run.error)}" if run.error else ""))
+    if str(run.status) == "FAILED":
+        raise click.exceptions.Exit(EXIT_BAD_STATE)
+
+
+@main.command()
+@common_options
+@app_option
+@click.option("--max-age", default="1d", show_default=True, metavar="AGE",
+              help="An orphan idle for longer than this is FAILED as expired, not resumed.")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=5, show_default=True,
+              help="An orphan whose workers died this often is FAILED, not retried.")
+def recover(home: Path, as_json: bool, app: str, max_age: str, max_attempts: int) -> None:
+    """Resume every pending, interrupted, decided or orphaned run. Exit 1 if any fails."""
+    age = _age_option(max_age)
+    flows = load_flows(app)
+    engine = _engine(home)
+    engine.register(*flows)
+    before = {r.run_id: (str(r.status), r.updated_at) for r in engine.runs()}
+    advanced = {run.run_id: str(run.status) for run in engine.recover(
+        max_age=age, max_attempts=max_attempts)}
+    skipped = dict(engine.skipped)
+    rows = []
+    for run in engine.runs():
+        run_id, now = run.run_id, (str(run.status), run.updated_at)
+        before.setdefault(run_id, ("-", 0.0))  # created meanwhile by another process
+        if run_id in advanced:
+            rows.append({"run_id": run_id, "was": before[run_id][0], "status": advanced[run_id],
+                         "error": run.error and first_line(run.error, 200)})
+        elif run_id in skipped:
+            rows.append({"run_id": run_id, "was": before[run_id][0], "status": now[0],
+                         "error": skipped[run_id]})
+        elif before.get(run_id) != now:  # given up on (expired, or its worker kept dying)
+            rows.append({"run_id": run_id, "was": before[run_id][0], "status": now[0],
+                         "error": run.reason})
+    _out(as_json, rows, lambda: table(
+        ["RUN", "WAS", "NOW", "ERROR"],
+        [[r["run_id"], r["was"], r["status"], r["error"] or "-"] for r in rows],
+    ) if rows else "nothing to recover")
+    if any(r["error"] or r["status"] == "FAILED" for r in rows):
+        raise click.exceptions.Exit(EXIT_BAD_STATE)
+
+
+@main.command()
+@common_options
+@click.argument("run_id", metavar="RUN")
+@click.option("--reason", help="Why (recorded with the cancellation).")
+def cancel(home: Path, as_json: bool, run_id: str, reason: str | None) -> None:
+    """Stop a run for good. Its records are kept; a worker holding it is fenced out."""
+    done = operations.cancel(_engine(home), run_id, reason)
+    doc = {"run_id": run_id, "cancelled": done, "status": "CANCELLED"}
+    _out(as_json, doc, lambda: f"cancelled {run_id}" if done
+         else f"{run_id} was already cancelled")
+
+
+@main.command()
+@common_options
+@click.argument("run_id", metavar="RUN")
+@click.option("--version", "version", type=int, required=True,
+              help="The checkpoint's state_version to start from.")
+@click.option("--as", "new_id", metavar="NEW", help="The new run's id (default: RUN-fork-xxxxxx).")
+def fork(home: Path, as_json: bool, run_id: str, version: int, new_id: str | None) -> None:
+    """Start a new run from the state of RUN at --version (time travel). It is PENDING."""
+    try:
+        new = operations.fork(_engine(home), run_id, version, new_id)
+    except ValueError as exc:  # an unusable --as id
+        raise click.BadParameter(str(exc), param_hint="--as") from None
+    doc = {"run_id": new, "parent": run_id, "parent_version": version, "status": "PENDING"}
+    _out(as_json, doc, lambda: f"forked {run_id} at version {version} as {new} (PENDING); "
+         f"run it with: bide resume {new} --app MODULE:ATTR")
+
+
+# -- the store ---------------------------------------------------------------------------
+@main.command()
+@common_options
+@click.option("--rebuild", is_flag=True, help="Rewrite the indexes from the log first.")
+def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
+    """Check every record's checksum and that the indexes match the log. Exit 1 on a problem."""
+    report = maintenance.doctor(_engine(home).store, rebuild=rebuild)
+
+    def human() -> str:
+        head = "rebuilt the indexes from the log; " if rebuild else ""
+        if report.ok:
+            return (f"{head}ok: {report.records} records, {report.runs} runs; every checksum "
+                    "holds and the indexes match the log")
+        hint = "" if any(p.table == "log" for p in report.problems) else \
+            "\nthe log is intact: `bide doctor --rebuild` rewrites the indexes from it"
+        return (table(["PROBLEM", "TABLE", "KEY", "DETAIL"],
+                      [[p.kind, p.table, p.key, p.detail] for p in report.problems])
+                + f"\n{len(report.problems)} problem(s) in {report.records} records{hint}")
+
+    _out(as_json, report.to_dict(), human)
+    if not report.ok:
+        raise click.exceptions.Exit(EXIT_BAD_STATE)
+
+
+@main.command()
+@common_options
+@click.option("--keep", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Checkpoints to keep per run, with what they are read from.")
+@click.option("--finished-older-than", "older", metavar="AGE",
+              help="Remove DONE/FAILED/CANCELLED runs idle for longer than AGE (e.g. 30d) whole.")
+@click.option("--dry-run", is_flag=True, help="Only report what would be removed.")
+def prune(home: Path, as_json: bool, keep: int, older: str | None, dry_run: bool) -> None:
+    """Remove old checkpoints and old finished runs; never what a run needs to resume."""
+    age = _age_option(older)
+    report = maintenance.prune(_engine(home).store, keep=keep, finished_older_than=age,
+                               dry_run=dry_run)
+
+    def human() -> str:
+        verb = "would remove" if dry_run else "removed"
+        text = (f"{verb} {report.records} records ({size(report.bytes)}) from "
+                f"{len(report.runs_trimmed)} runs; kept {report.kept}")
+        if report.runs_removed:
+            text += f"\n{verb} {len(report.runs_removed)} finished runs whole: " + \
+                clip(", ".join(report.runs_removed), 200)
+        if report.removed:
+            text += "\n" + table(["TYPE", "RECORDS>"], sorted(report.removed.items()))
+        if report.records and not dry_run:
+            text += "\nthe file keeps its size (LMDB reuses the pages); `bide compact` shrinks it"
+        return text
+
+    _out(as_json, report.to_dict(), human)
+
+
+@main.command()
+@common_options
+@click.option("--keep-old", is_flag=True, help="Keep the old data file beside the store.")
+def compact(home: Path, as_json: bool, keep_old: bool) -> None:
+    """Rewrite the store without free pages; refuses while any process has it open."""
+    report = compaction.compact(home, keep_old=keep_old)
+    before, after = report.before, report.after
+    saved = 100 * (before - after) / before if before else 0.0
+    _out(as_json, report.to_dict(), lambda: (
+        f"compacted {home / 'store'}: {size(before)} -> {size(after)} "
+        f"({saved:.0f}% smaller, {report.records} records verified)"
+        + (f"\nold data kept at {report.kept_old}" if report.kept_old else "")))
+
+
+@main.command()
+@common_options
+@click.argument("run_id", metavar="RUN")
+@click.option("--format", "fmt", type=click.Choice(["json"]), default="json", show_default=True)
+@click.option("-o", "--output", type=click.File("w"), default="-", help="Write here (default: "
+              "stdout).")
+def export(home: Path, as_json: bool, run_id: str, fmt: str, output: Any) -> None:
+    """Everything stored about a run, as one JSON document (for a bug report)."""
+    output.write(to_json(inspect.export(_engine(home), run_id)) + "\n")
+
+
+@main.command()
+@common_options
+def stats(home: Path, as_json: bool) -> None:
+    """Store size and map usage, records by type, runs by status."""
+    doc = maintenance.stats(_engine(home).store)
+    _out(as_json, doc, lambda: _stats_text(doc))
+
+
+def _stats_text(d: dict[str, Any]) -> str:
+    s = d["store"]
+    head = fields([
+        ("home", d["home"]),
+        ("file", f"{size(s['file_bytes'])} ({size(s['used_bytes'])} used; map "
+                 f"{size(s['map_size'])}, {100 * s['map_used']:.1f}% used)"),
+        ("records", f"{d['total_records']} ({size(d['total_bytes'])})"),
+        ("runs", d["total_runs"]),
+        ("in doubt", f"{d['intents_in_doubt']} tool calls, {d['approvals_waiting']} "
+                     "requests waiting"),
+    ])
+    kinds = table(["RECORD TYPE", "COUNT>", "BYTES>"],
+                  [[t, v["count"], size(v["bytes"])] for t, v in d["records"].items()])
+    statuses = table(["STATUS", "RUNS>"], list(d["runs"].items()))
+    return f"{head}\n\n{kinds}\n\n{statuses}"
+
+
+# -- approvals, inbox, watcher, demo -------------------------------------------
+
+
+@main.command()
+@common_options
+def pending(home: Path, as_json: bool) -> None:
+    """Decisions waiting: approvals and reconciliations nobody has decided yet."""
+    rows = _engine(home).pending()
+    now = time.time()
+    _out(as_json, rows, lambda: table(
+        ["approval", "run", "kind", "node", "action", "asked"],
+        [[r["approval_id"], r["run_id"], r["kind"], r["node"], clip(r["action"], 30),
+          ago(r["requested_at"], now)] for r in rows]) if rows else "nothing waits")
+
+
+@main.command()
+@click.argument("approval_id", metavar="APPROVAL")
+@click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME", default=".bide",
+              show_default=True, help="The bide home directory.")
+@click.option("--reject", is_flag=True, help="Reject instead of approve.")
+@click.option("--decision", type=click.Choice(["approve", "reject", "mark_done", "retry",
+                                               "abort"]), help="Any allowed decision.")
+@click.option("--by", help="Who decides (recorded).")
+@click.option("--reason", help="Why (recorded).")
+@click.option("--result", help="JSON result for mark_done (what the node receives).")
+@click.option("--approval-key-file", type=click.Path(exists=True, path_type=Path),
+              help="Sign the decision with this HMAC key.")
+def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by: str | None,
+            reason: str | None, result: str | None, approval_key_file: Path | None) -> None:
+    """Drop a decision file into the inbox (the same door people and programs use)."""
+    from .engine.inbox import drop_decision
+
+    eng = _engine(home)
+    req = next((p for p in eng.pending() if p["approval_id"] == approval_id), None)
+    if req is None:
+        raise UnknownApproval(approval_id)
+    chosen = decision or ("reject" if reject else "approve")
+    key = approval_key_file.read_bytes().strip() if approval_key_file else None
+    path = drop_decision(home, approval_id, chosen, by=by or os.environ.get("USER"),
+                         reason=reason, run_id=req["run_id"], digest=req["digest"],
+                         result=None if result is None else _json_arg(result), key=key)
+    click.echo(f"{chosen} for {approval_id} dropped into the inbox: {path.name}", err=True)
+
+
+def _json_arg(text: str) -> Any:
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}") from None
+
+
+@main.command()
+@click.argument("flow_name", metavar="FLOW")
+@click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME", default=".bide",
+              show_default=True, help="The bide home directory (created if missing).")
+@click.option("--input", "input_json", default="{}", help="The run's input, as a JSON object.")
+@click.option("--run-id", help="The run id (generated when absent).")
+@click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
+              help="Where the flow is defined (a Flow or a list of Flows).")
+def submit(flow_name: str, home: Path, input_json: str, run_id: str | None,
+           apps: tuple[str, ...]) -> None:
+    """Record a PENDING run and return at once; `bide watch` runs it."""
+    data = _json_arg(input_json)
+    if not isinstance(data, dict):
+        raise click.BadParameter("--input must be a JSON object")
+    with open_home(home) as eng:
+        for spec in apps:
+            eng.register(*load_flows(spec))
+        click.echo(eng.submit(flow_name, input=data, run_id=run_id))
+
+
+@main.command()
+@click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME", default=".bide",
+              show_default=True, help="The bide home directory (created if missing).")
+@click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
+              help="Flows to run (a Flow or a list of Flows); repeat for more.")
+@click.option("--once", is_flag=True, help="Process what is there now, then exit.")
+@click.option("--poll", is_flag=True, help="Poll the inbox (filesystems without events).")
+@click.option("--max-orphan-age", default="24h", show_default=True,
+              help="Fail orphaned runs older than this instead of resuming them.")
+@click.option("--max-attempts", default=5, show_default=True,
+              help="Fail a run whose worker died this many times.")
+@click.option("--lease-ttl", default=30.0, show_default=True, help="Lease seconds.")
+@click.option("--approval-key-file", type=click.Path(exists=True, path_type=Path),
+              help="Accept only decision files signed with this HMAC key.")
+@click.option("--durability", type=click.Choice(["durable", "fast"]), default="durable",
+              show_default=True)
+def watch(home: Path, apps: tuple[str, ...], once: bool, poll: bool, max_orphan_age: str,
+          max_attempts: int, lease_ttl: float, approval_key_file: Path | None,
+          durability: str) -> None:
+    """Take decisions from the inbox and resume runs under leases until stopped."""
+    from .engine.watcher import Watcher
+
+    key = approval_key_file.read_bytes().strip() if approval_key_file else None
+    with open_home(home, durability=durability, lease_ttl=lease_ttl, approval_key=key) as eng:
+        for spec in apps:
+            eng.register(*load_flows(spec))
+        watcher = Watcher(eng, poll=poll, max_orphan_age=_age_option(max_orphan_age) or 86400,
+                          max_attempts=max_attempts,
+                          log=lambda line: click.echo(f"{time.strftime('%H:%M:%S')} {line}"))
+        if once:
+            watcher.once()
+        else:
+            watcher.serve()
+
+
+@main.command()
+@click.option("--home", type=click.Path(path_type=Path), help="Where to put the demo's home "
+              "(default: a new temporary directory).")
+def demo(home: Path | None) -> None:
+    """Run the incident story: crash, resume, approval via the inbox, outcome unknown."""
+    from .engine.demo import run_demo
+
+    raise click.exceptions.Exit(run_demo(home, say=click.echo))
+
+
+from .bench.command import bench  # noqa: E402 - registered last, after every command above
+
+main.add_command(bench)
 
 
 from .bench.command import bench  # noqa: E402 - registered last, after every command above

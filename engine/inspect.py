@@ -1,0 +1,379 @@
+"""What the read commands see: a run's snapshot, timeline, states, diffs and intents.
+
+Every function reads one consistent snapshot (one read transaction) and returns
+plain data (dicts, lists, JSON-ready), which the CLI prints as a table or as
+JSON. Nothing here writes, so it all works while another process is writing.
+"""
+
+from __future__ import annotations
+
+import time
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ..formats import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Checkpoint,
+    IntentCompleted,
+    IntentPrepared,
+    LeaseAcquired,
+    LeaseReleased,
+    PendingWrite,
+    Record,
+    RecordError,
+    RunCreated,
+    StatusChanged,
+)
+from .errors import RunError, UnknownRun
+from .index import RunHead
+from .render import first_line, preview, size
+from .state import materialize
+from .store import Reader
+
+if TYPE_CHECKING:
+    from .runtime import Engine
+
+IN_DOUBT = ("prepared", "unknown")
+
+
+class UnknownVersion(RunError):
+    """The run has no checkpoint at that version (never written, or pruned)."""
+
+    def __init__(self, run_id: str, version: int, known: list[int]) -> None:
+        self.run_id, self.version = run_id, version
+        shown = ", ".join(str(v) for v in known[-10:]) or "none"
+        super().__init__(f"run {run_id!r} has no checkpoint at version {version}; "
+                         f"stored versions: {shown}")
+
+
+class UnknownKey(RunError):
+    """The state has no such key at that version."""
+
+    def __init__(self, run_id: str, key: str, version: int) -> None:
+        self.run_id, self.key = run_id, key
+        super().__init__(f"run {run_id!r} has no state key {key!r} at version {version}")
+
+
+def builtins(record: Record) -> dict[str, Any]:
+    """A record as plain JSON-ready data (every field, defaults too), its type tag first."""
+    return {"type": record.TYPE, **plain(record)}
+
+
+def plain(struct: msgspec.Struct) -> dict[str, Any]:
+    """Every field of a struct as JSON-ready data (``to_builtins`` alone omits defaults)."""
+    return msgspec.to_builtins(msgspec.structs.asdict(struct))
+
+
+def head_of(reader: Reader, run_id: str) -> RunHead:
+    head = reader.head(run_id)
+    if head is None:
+        raise UnknownRun(run_id)
+    return head
+
+
+# -- leases --------------------------------------------------------------------
+def lease_of(reader: Reader, head: RunHead, now: float) -> dict[str, Any] | None:
+    """Who holds the run's lease, until when, and whether it is live.
+
+    Live means: not expired, and the owner is not a process of this host that
+    has gone (the same rule recovery uses).
+    """
+    from .runtime import owner_alive  # here: runtime may come to import this module
+
+    if head.lease_owner is None:
+        return None
+    expires = head.lease_expires
+    renewed = reader.lease_expiry(head.run_id)
+    if renewed is not None and renewed[0] == head.lease_token:
+        expires = max(expires, renewed[1])
+    alive = owner_alive(head.lease_owner)
+    return {"owner": head.lease_owner, "token": head.lease_token, "expires_at": expires,
+            "owner_alive": alive, "live": expires > now and alive}
+
+
+def lease_live(reader: Reader, head: RunHead, now: float) -> bool:
+    lease = lease_of(reader, head, now)
+    return lease is not None and lease["live"]
+
+
+def waiting_text(head: RunHead, live: bool) -> str:
+    """What the run waits on, in a few words (``-`` if nothing)."""
+    w = head.waiting or {}
+    if w.get("type") == "approval":
+        return f"approval {w.get('approval_id')} ({w.get('node_id')})"
+    if w.get("type") == "reconciliation":
+        return f"reconcile {w.get('tool')} ({w.get('node_id')})"
+    if head.status == "RUNNING" and not live:
+        return "orphaned: no live lease"
+    if head.status == "PENDING":
+        return "a worker"
+    return "-"
+
+
+# -- runs and show ---------------------------------------------------------------
+def runs(engine: Engine, *, status: str | None = None, flow: str | None = None,
+         limit: int | None = None, now: float | None = None) -> list[dict[str, Any]]:
+    """One row per run, newest first."""
+    now = time.time() if now is None else now
+    with engine.store.reader() as r:
+        heads = [h for h in r.heads() if (status is None or h.status == status)
+                 and (flow is None or h.flow == flow)]
+        heads.sort(key=lambda h: (h.created_at, h.run_id), reverse=True)
+        heads = heads[:limit] if limit else heads
+        rows = []
+        for h in heads:
+            live = lease_live(r, h, now)
+            rows.append({
+                "run_id": h.run_id, "flow": h.flow, "status": h.status,
+                "state_version": h.state_version, "superstep": h.superstep,
+                "waiting": h.waiting, "waiting_on": waiting_text(h, live), "lease_live": live,
+                "error": first_line(h.error, 200) or None, "parent": h.parent,
+                "created_at": h.created_at, "updated_at": h.updated_at,
+            })
+    return rows
+
+
+def show(engine: Engine, run_id: str, *, now: float | None = None) -> dict[str, Any]:
+    """The run's snapshot in DESIGN.md's shape, plus flow, policy, lease and error."""
+    now = time.time() if now is None else now
+    with engine.store.reader() as r:
+        head = head_of(r, run_id)
+        lease = lease_of(r, head, now)
+        pending = pending_writes(r, head)
+    return {
+        "run_id": head.run_id,
+        "state_version": head.state_version,
+        "status": head.status,
+        "committed": list(head.committed),
+        "pending_writes": pending,
+        "waiting": head.waiting,
+        "flow": head.flow,
+        "fingerprint": head.fingerprint,
+        "policy": dict(head.policy),
+        "lease": lease,
+        "error": head.error,
+        "reason": head.reason,
+        "node": head.node,
+        "superstep": head.superstep,
+        "attempts": head.attempts,
+        "parent": head.parent,
+        "parent_version": head.parent_version,
+        "created_at": head.created_at,
+        "updated_at": head.updated_at,
+        "records": head.records,
+        "bytes": head.bytes,
+    }
+
+
+def pending_writes(reader: Reader, head: RunHead) -> dict[str, str]:
+    """``{node: summary}`` of the outputs committed after the latest checkpoint.
+
+    These are the tasks a resume will not run again (same rule as the runtime:
+    from the checkpoint's ``scan_from``, for its superstep or later).
+    """
+    if head.checkpoint < 0:
+        return {}
+    cp = reader.record(head.checkpoint)
+    assert isinstance(cp, Checkpoint)
+    start = cp.scan_from if cp.scan_from >= 0 else head.checkpoint + 1
+    out: dict[str, str] = {}
+    for seq, rtype in reader.run_entries(head.run_id, start):
+        if rtype != "pending_write":
+            continue
+        write = reader.record(seq)
+        assert isinstance(write, PendingWrite)
+        if write.superstep < cp.superstep:
+            continue
+        name = write.node if write.node not in out else write.task
+        keys = ", ".join(dict.fromkeys(op[0] for op in write.ops)) or "no keys"
+        out[name] = f"{keys} ({size(len(reader.raw(seq) or b''))}, step {write.superstep})"
+    return out
+
+
+# -- the timeline ----------------------------------------------------------------
+def log(engine: Engine, run_id: str) -> list[dict[str, Any]]:
+    """Every record of the run in log order: seq, type, bytes, time, summary, record."""
+    out = []
+    with engine.store.reader() as r:
+        head_of(r, run_id)
+        for seq, rtype in r.run_entries(run_id):
+            raw = r.raw(seq) or b""
+            entry: dict[str, Any] = {"seq": seq, "type": rtype, "bytes": len(raw)}
+            try:
+                record = r.record(seq)
+            except (RecordError, KeyError) as exc:  # show the damage, keep going
+                entry.update(at=None, summary=f"UNREADABLE: {exc}", error=str(exc))
+            else:
+                entry.update(at=_at(record), summary=describe(record), record=builtins(record))
+            out.append(entry)
+    return out
+
+
+def _at(record: Record) -> float | None:
+    return getattr(record, "at", None) or getattr(record, "requested_at", None) or None
+
+
+def describe(record: Record) -> str:  # noqa: C901 - one arm per record type
+    """One line saying what a record means."""
+    match record:
+        case RunCreated():
+            parent = f", forked from {record.parent}@v{record.parent_version}" \
+                if record.parent else ""
+            return f"flow {record.flow}, {record.status}, input {preview(record.input, 40)}{parent}"
+        case Checkpoint():
+            kind = "full" if record.full else f"delta on #{record.base}"
+            done = ",".join(record.committed) or "-"
+            nxt = ",".join(record.next) or "-"
+            return (f"v{record.version} step {record.superstep} {record.status} {kind}; "
+                    f"committed {done}; next {nxt}")
+        case PendingWrite():
+            keys = ", ".join(dict.fromkeys(op[0] for op in record.ops)) or "no keys"
+            return f"{record.node} (task {record.task}) wrote {keys}"
+        case IntentPrepared():
+            return (f"{record.tool} #{record.key} attempt {record.attempt} "
+                    f"({preview(record.args_preview, 40)})")
+        case IntentCompleted():
+            if record.ok:
+                return f"#{record.key} ok via {record.via}: {preview(record.result, 40)}"
+            return f"#{record.key} failed: {record.error_type}: {first_line(record.error, 50)}"
+        case ApprovalRequested():
+            return f"{record.kind} {record.approval_id} in {record.node}: {record.action}"
+        case ApprovalDecided():
+            return (f"{record.approval_id} {record.decision} by {record.by or '?'}"
+                    + (f": {record.reason}" if record.reason else ""))
+        case StatusChanged():
+            why = first_line(record.error, 60) if record.error else (record.reason or "")
+            return f"-> {record.status}" + (f": {why}" if why else "")
+        case LeaseAcquired():
+            return f"token {record.token} to {record.owner}"
+        case LeaseReleased():
+            return f"token {record.token} by {record.owner}"
+    return record.TYPE
+
+
+# -- checkpoints and states ----------------------------------------------------------
+def checkpoints(engine: Engine, run_id: str) -> list[dict[str, Any]]:
+    """Each checkpoint: version, superstep, status, full/delta, committed, next, bytes."""
+    return [{"seq": c.seq, "version": c.version, "superstep": c.superstep, "status": c.status,
+             "full": c.full, "committed": c.committed, "next": c.next, "bytes": c.bytes,
+             "at": c.at} for c in engine.checkpoints(run_id)]
+
+
+def version_seq(reader: Reader, run_id: str, version: int | None) -> tuple[int, int]:
+    """``(seq, version)`` of the checkpoint at ``version`` (the latest if None).
+
+    Raises:
+        UnknownRun, UnknownVersion.
+    """
+    head = head_of(reader, run_id)
+    if version is None:
+        return head.checkpoint, head.state_version
+    found, known = None, []
+    for seq, rtype in reader.run_entries(run_id):
+        if rtype == "checkpoint":
+            cp = reader.record(seq)
+            assert isinstance(cp, Checkpoint)
+            known.append(cp.version)
+            if cp.version == version:
+                found = seq  # the last one wins (a pause can repeat a version)
+    if found is None:
+        raise UnknownVersion(run_id, version, sorted(set(known)))
+    return found, version
+
+
+def state(engine: Engine, run_id: str, version: int | None = None) -> tuple[int, dict[str, Any]]:
+    """``(version, state)`` at the latest checkpoint or at ``version``."""
+    with engine.store.reader() as r:
+        seq, found = version_seq(r, run_id, version)
+        return found, materialize(r, run_id, seq)
+
+
+def diff(engine: Engine, run_id: str, v1: int, v2: int) -> list[dict[str, Any]]:
+    """Which keys changed from ``v1`` to ``v2``, and how (added, removed, appended, merged...)."""
+    _, old = state(engine, run_id, v1)
+    _, new = state(engine, run_id, v2)
+    rows = []
+    for key in sorted(set(old) | set(new)):
+        if key not in new:
+            rows.append({"key": key, "change": "removed", "detail": "",
+                         "before": old[key], "after": None})
+        elif key not in old:
+            rows.append({"key": key, "change": "added", "detail": "",
+                         "before": None, "after": new[key]})
+        elif old[key] != new[key]:
+            change, detail = _how(old[key], new[key])
+            rows.append({"key": key, "change": change, "detail": detail,
+                         "before": old[key], "after": new[key]})
+    return rows
+
+
+def _how(before: Any, after: Any) -> tuple[str, str]:
+    if isinstance(before, list) and isinstance(after, list) and after[: len(before)] == before:
+        return "appended", f"+{len(after) - len(before)} items"
+    if isinstance(before, dict) and isinstance(after, dict):
+        plus = [k for k in after if k not in before]
+        minus = [k for k in before if k not in after]
+        changed = [k for k in after if k in before and after[k] != before[k]]
+        parts = [f"+{k}" for k in plus] + [f"~{k}" for k in changed] + [f"-{k}" for k in minus]
+        return "merged" if not minus else "changed", " ".join(map(str, parts))
+    return "changed", ""
+
+
+# -- intents ----------------------------------------------------------------------
+def intents(engine: Engine, run_id: str | None = None, *, unknown: bool = False,
+            now: float | None = None) -> list[dict[str, Any]]:
+    """Tool calls with their status and idempotency keys.
+
+    With ``unknown``: only calls in doubt ("prepared" with no outcome, or
+    "unknown" waiting for a human) of runs that no live worker is advancing.
+    """
+    now = time.time() if now is None else now
+    rows = []
+    with engine.store.reader() as r:
+        if run_id is not None:
+            head_of(r, run_id)
+        live: dict[str, bool] = {}
+        for i in r.intents(run_id):
+            if unknown:
+                if i.status not in IN_DOUBT:
+                    continue
+                if i.run_id not in live:
+                    head = r.head(i.run_id)
+                    live[i.run_id] = head is None or (
+                        head.status == "RUNNING" and lease_live(r, head, now))
+                if live[i.run_id]:
+                    continue
+            rows.append(plain(i))
+    return rows
+
+
+# -- export -------------------------------------------------------------------------
+def export(engine: Engine, run_id: str, *, now: float | None = None) -> dict[str, Any]:
+    """Everything stored about one run, as one JSON document (for a bug report)."""
+    now = time.time() if now is None else now
+    snapshot = show(engine, run_id, now=now)
+    version, current = state(engine, run_id)
+    with engine.store.reader() as r:
+        approvals = [plain(a) for a in r.approvals() if a.run_id == run_id]
+    return {
+        "format": "bide-export",
+        "format_version": 1,
+        "bide_version": _version(),
+        "exported_at": now,
+        "run": snapshot,
+        "state": {"version": version, "values": current},
+        "checkpoints": checkpoints(engine, run_id),
+        "intents": intents(engine, run_id, now=now),
+        "approvals": approvals,
+        "records": log(engine, run_id),
+    }
+
+
+def _version() -> str:
+    try:
+        return metadata.version("bide")
+    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        return "unknown"

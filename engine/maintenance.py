@@ -1,0 +1,419 @@
+"""Store-level upkeep: doctor (check), rebuild indexes, prune, stats.
+
+The log is the truth; the derived tables (``index.DERIVED``) are what
+``index.apply`` makes of it. ``check`` replays the whole log into in-memory
+tables with that same ``apply`` and compares them with the stored ones, so a
+stale index is found whatever made it stale. ``rebuild`` and ``prune`` rewrite
+the derived tables the same way inside the write transaction that changes
+the log, so readers never see the two disagree.
+
+Compaction (copying the file without its free pages) lives in ``compaction``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import lmdb
+
+from ..formats import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Checkpoint,
+    CorruptRecord,
+    IntentCompleted,
+    IntentPrepared,
+    LeaseAcquired,
+    LeaseReleased,
+    PendingWrite,
+    Record,
+    RecordError,
+    RunCreated,
+    StatusChanged,
+    decode,
+    record_type,
+    unpack,
+)
+from . import faults
+from .errors import StoreError
+from .index import (
+    DERIVED,
+    FINISHED_STATUSES,
+    RUNLOG,
+    RUNS,
+    RunHead,
+    apply,
+    seq_key,
+    seq_of,
+)
+from .lmdb_store import LEASES, LOG, LMDBReader, LMDBStore
+
+# Records every kept run keeps whole: its identity, history of status, tool calls, decisions.
+_ALWAYS_KEPT = (RunCreated, StatusChanged, IntentPrepared, IntentCompleted, ApprovalRequested,
+                ApprovalDecided)
+
+
+class LogUnreadable(StoreError):
+    """The log has records that cannot be read; the operation would act on a partial truth."""
+
+    def __init__(self, what: str, problems: list[Problem]) -> None:
+        self.problems = problems
+        keys = ", ".join(p.key for p in problems[:5])
+        super().__init__(f"refusing to {what}: {len(problems)} log record(s) cannot be read "
+                         f"({keys}); run `bide doctor` to see them")
+
+
+# -- in-memory tables -------------------------------------------------------------
+class MemTables:
+    """``index.Tables`` as dicts: where a rebuild lands before it is compared."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict[bytes, bytes]] = {name: {} for name in DERIVED}
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self.data[table].get(key)
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self.data[table][key] = value
+
+
+class _TxnTables:
+    """``index.Tables`` over an LMDB write transaction (as the store's own commit uses)."""
+
+    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+        self.txn, self.dbs = txn, dbs
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self.txn.get(key, db=self.dbs[table])
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self.txn.put(key, value, db=self.dbs[table])
+
+
+# -- problems and reports ---------------------------------------------------------
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong: its kind (corrupt, unreadable, missing, extra, differs), table, key."""
+
+    kind: str
+    table: str
+    key: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.table} {self.key}: {self.detail}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "table": self.table, "key": self.key, "detail": self.detail}
+
+
+@dataclass
+class DoctorReport:
+    records: int = 0
+    runs: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    rebuilt: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "records": self.records, "runs": self.runs,
+                "rebuilt": self.rebuilt, "problems": [p.to_dict() for p in self.problems]}
+
+
+# -- reading the whole log --------------------------------------------------------
+def read_log(reader: LMDBReader) -> tuple[list[tuple[int, int, Record]], list[Problem]]:
+    """Decode every record: ``[(seq, bytes, record)]`` and the records that failed."""
+    good: list[tuple[int, int, Record]] = []
+    bad: list[Problem] = []
+    for seq, raw in reader.log():
+        try:
+            good.append((seq, len(raw), decode(raw, key=seq)))
+        except RecordError as exc:
+            kind = "corrupt" if isinstance(exc, CorruptRecord) else "unreadable"
+            bad.append(Problem(kind, LOG, f"seq {seq}", _whose(reader, seq) + str(exc)))
+    return good, bad
+
+
+def _whose(reader: LMDBReader, seq: int) -> str:
+    """``run r-1, checkpoint: `` for a seq, from the run log index (if it knows it)."""
+    suffix = seq_key(seq)
+    for key, rtype in reader.txn.cursor(db=reader.dbs[RUNLOG]):
+        if key.endswith(suffix) and seq_of(key) == seq:
+            return f"run {key[:-9].decode(errors='replace')}, {rtype.decode()}: "
+    return ""
+
+
+def rebuild_tables(records: list[tuple[int, int, Record]]) -> MemTables:
+    """What the derived tables must hold for these log records."""
+    mem = MemTables()
+    for seq, size, record in records:
+        apply(mem, seq, size, record)
+    return mem
+
+
+# -- doctor --------------------------------------------------------------------------
+def check(reader: LMDBReader) -> DoctorReport:
+    """Verify every record's checksum and that the derived tables equal a rebuild.
+
+    When some records cannot be read the index comparison is skipped: a rebuild
+    without them would differ everywhere those records matter, which says nothing new.
+    """
+    records, problems = read_log(reader)
+    report = DoctorReport(records=len(records) + len(problems), problems=problems)
+    report.runs = sum(1 for _ in reader.txn.cursor(db=reader.dbs[RUNS]))
+    if problems:
+        return report
+    mem = rebuild_tables(records)
+    for table in DERIVED:
+        report.problems += _compare(table, mem.data[table], _stored(reader, table))
+    return report
+
+
+def _stored(reader: LMDBReader, table: str) -> Iterator[tuple[bytes, bytes]]:
+    yield from reader.txn.cursor(db=reader.dbs[table])
+
+
+def _compare(table: str, want: dict[bytes, bytes],
+             have: Iterator[tuple[bytes, bytes]]) -> list[Problem]:
+    problems = []
+    seen = set()
+    for key, value in have:
+        seen.add(key)
+        expected = want.get(key)
+        if expected is None:
+            problems.append(Problem("extra", table, _key_text(table, key),
+                                    "in the index but not implied by the log"))
+        elif expected != value:
+            problems.append(Problem("differs", table, _key_text(table, key),
+                                    _difference(table, value, expected)))
+    for key in want.keys() - seen:
+        problems.append(Problem("missing", table, _key_text(table, key),
+                                "implied by the log but not in the index"))
+    return problems
+
+
+def _key_text(table: str, key: bytes) -> str:
+    if table == RUNLOG:
+        return f"{key[:-9].decode(errors='replace')}@{seq_of(key)}"
+    return key.decode(errors="replace").replace("\x00", " ")
+
+
+def _difference(table: str, have: bytes, want: bytes) -> str:
+    if table == RUNLOG:
+        return f"type {have.decode(errors='replace')!r} in the index, " \
+               f"{want.decode(errors='replace')!r} in the log"
+    try:
+        a, b = unpack(have), unpack(want)
+    except Exception:  # noqa: BLE001 - an undecodable index value is itself the finding
+        return "the index value does not decode"
+    if isinstance(a, dict) and isinstance(b, dict):
+        diffs = [f"{k}: {a.get(k)!r} in the index, {b.get(k)!r} from the log"
+                 for k in sorted(set(a) | set(b), key=str) if a.get(k) != b.get(k)]
+        return "; ".join(diffs[:3]) + (f" (+{len(diffs) - 3} more)" if len(diffs) > 3 else "")
+    return "value differs from the rebuild"
+
+
+def doctor(store: LMDBStore, *, rebuild: bool = False) -> DoctorReport:
+    """Check the store; with ``rebuild``, first rewrite the derived tables from the log.
+
+    Raises:
+        LogUnreadable: ``rebuild`` was asked but some records cannot be read.
+    """
+    if rebuild:
+        rebuild_indexes(store)
+    with store.reader() as r:
+        report = check(r)
+    report.rebuilt = rebuild
+    return report
+
+
+def rebuild_indexes(store: LMDBStore) -> int:
+    """Drop the derived tables and replay the whole log into them, in one transaction.
+
+    Returns:
+        The number of log records replayed.
+
+    Raises:
+        LogUnreadable: a record cannot be read (an index without it would lie).
+    """
+
+    def body(txn: lmdb.Transaction) -> int:
+        reader = LMDBReader(txn, store.dbs)
+        records, bad = read_log(reader)
+        if bad:
+            raise LogUnreadable("rebuild the indexes", bad)
+        _replay(txn, store.dbs, records)
+        return len(records)
+
+    return store._write(body)
+
+
+def _replay(txn: lmdb.Transaction, dbs: dict[str, Any],
+            records: list[tuple[int, int, Record]]) -> None:
+    for name in DERIVED:
+        txn.drop(dbs[name], delete=False)
+    tables = _TxnTables(txn, dbs)
+    for seq, size, record in records:
+        apply(tables, seq, size, record)
+
+
+# -- prune -----------------------------------------------------------------------------
+@dataclass
+class PruneReport:
+    removed: dict[str, int] = field(default_factory=dict)
+    bytes: int = 0
+    runs_removed: list[str] = field(default_factory=list)
+    runs_trimmed: dict[str, int] = field(default_factory=dict)
+    kept: int = 0
+    dry_run: bool = False
+
+    @property
+    def records(self) -> int:
+        return sum(self.removed.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dry_run": self.dry_run, "records_removed": self.records, "bytes": self.bytes,
+                "removed_by_type": dict(self.removed), "runs_removed": self.runs_removed,
+                "runs_trimmed": self.runs_trimmed, "records_kept": self.kept}
+
+
+def prune(store: LMDBStore, *, keep: int = 1, finished_older_than: float | None = None,
+          dry_run: bool = False, now: float | None = None) -> PruneReport:
+    """Remove old checkpoints (and what only they needed), and old finished runs.
+
+    Args:
+        keep: checkpoints to keep per run (>= 1), each with the full snapshot,
+            deltas and pending writes it is read from.
+        finished_older_than: seconds; a DONE, FAILED or CANCELLED run whose last
+            record is older than that is removed whole.
+        dry_run: only report what would be removed.
+
+    A run that is kept always keeps: its ``RunCreated`` and status changes, all
+    intents and approvals, its latest checkpoint's chain, the pending writes a
+    resume reads after it, and its lease records from the last acquisition on.
+    Everything happens in one write transaction, which also rebuilds the
+    derived tables; the file does not shrink (LMDB reuses the pages), run
+    ``compact`` for that.
+
+    Raises:
+        ValueError: ``keep`` < 1. LogUnreadable: some records cannot be read.
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1 (a run's latest checkpoint), not {keep}")
+    now = time.time() if now is None else now
+
+    def plan(reader: LMDBReader) -> tuple[list[tuple[int, int, Record]], PruneReport, set[int]]:
+        records, bad = read_log(reader)
+        if bad:
+            raise LogUnreadable("prune", bad)
+        return (records, *_plan(records, keep, finished_older_than, now))
+
+    if dry_run:
+        with store.reader() as r:
+            report = plan(r)[1]
+        report.dry_run = True
+        return report
+
+    def body(txn: lmdb.Transaction) -> PruneReport:
+        records, report, doomed = plan(LMDBReader(txn, store.dbs))
+        for seq in sorted(doomed):
+            txn.delete(seq_key(seq), db=store.dbs[LOG])
+        for run_id in report.runs_removed:
+            txn.delete(run_id.encode(), db=store.dbs[LEASES])
+        faults.point("during_prune")
+        _replay(txn, store.dbs, [r for r in records if r[0] not in doomed])
+        return report
+
+    return store._write(body)
+
+
+def _plan(records: list[tuple[int, int, Record]], keep: int, older: float | None,
+          now: float) -> tuple[PruneReport, set[int]]:
+    heads = rebuild_tables(records).data[RUNS]
+    by_run: dict[str, list[tuple[int, int, Record]]] = {}
+    for item in records:
+        by_run.setdefault(item[2].run_id, []).append(item)  # type: ignore[attr-defined]
+    report, doomed = PruneReport(), set()
+    removed: Counter[str] = Counter()
+    for run_id, items in by_run.items():
+        raw_head = heads.get(run_id.encode())
+        if raw_head is None:
+            continue  # records of a run with no RunCreated: not ours to judge, leave them
+        head = unpack(raw_head, RunHead)
+        if older is not None and head.status in FINISHED_STATUSES \
+                and head.updated_at < now - older:
+            drop = {seq for seq, _, _ in items}
+            report.runs_removed.append(run_id)
+        else:
+            kept = needed(items, keep)
+            drop = {seq for seq, _, _ in items if seq not in kept}
+            if drop:
+                report.runs_trimmed[run_id] = len(drop)
+        for seq, size, record in items:
+            if seq in drop:
+                removed[record.TYPE] += 1
+                report.bytes += size
+        doomed |= drop
+    report.removed = dict(removed)
+    report.kept = len(records) - len(doomed)
+    return report, doomed
+
+
+def needed(items: list[tuple[int, int, Record]], keep: int) -> set[int]:
+    """The seqs of one run's records that prune keeps (see ``prune``)."""
+    kept = set()
+    cps = [(seq, r) for seq, _, r in items if isinstance(r, Checkpoint)]
+    last_lease = max((seq for seq, _, r in items if isinstance(r, LeaseAcquired)), default=-1)
+    for seq, _, r in items:
+        if isinstance(r, _ALWAYS_KEPT):
+            kept.add(seq)
+        elif isinstance(r, (LeaseAcquired, LeaseReleased)) and seq >= last_lease:
+            kept.add(seq)
+    for seq, cp in cps[-keep:]:
+        base = seq if cp.full else cp.base
+        for cseq, chained in cps:
+            if base <= cseq <= seq:  # the base snapshot and every delta read on top of it
+                kept.add(cseq)
+                kept.update(chained.writes)
+    if cps:
+        last_seq, last = cps[-1]
+        start = last.scan_from if last.scan_from >= 0 else last_seq + 1
+        kept.update(seq for seq, _, r in items if isinstance(r, PendingWrite) and seq >= start)
+    return kept
+
+
+# -- stats ----------------------------------------------------------------------------
+def stats(store: LMDBStore) -> dict[str, Any]:
+    """Store size and map usage, records (count and bytes) by type, runs by status."""
+    info = store.info()
+    by_type: dict[str, dict[str, int]] = {}
+    with store.reader() as r:
+        for seq, raw in r.log():
+            try:
+                rtype = record_type(raw, key=seq)
+            except RecordError:
+                rtype = "(unreadable)"
+            slot = by_type.setdefault(rtype, {"count": 0, "bytes": 0})
+            slot["count"] += 1
+            slot["bytes"] += len(raw)
+        statuses = Counter(h.status for h in r.heads())
+        in_doubt = sum(1 for i in r.intents() if i.status in ("prepared", "unknown"))
+        waiting = sum(1 for a in r.approvals() if a.decision is None)
+    return {
+        "home": str(store.home),
+        "store": {**info, "map_used": info["used_bytes"] / info["map_size"]},
+        "records": dict(sorted(by_type.items())),
+        "total_records": sum(v["count"] for v in by_type.values()),
+        "total_bytes": sum(v["bytes"] for v in by_type.values()),
+        "runs": dict(sorted(statuses.items())),
+        "total_runs": sum(statuses.values()),
+        "intents_in_doubt": in_doubt,
+        "approvals_waiting": waiting,
+    }

@@ -1,0 +1,141 @@
+"""Text for people: aligned tables, relative ages, byte sizes, short previews.
+
+Pure functions of their arguments (time is passed in as ``now``), so the CLI's
+human output is testable without a store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+WIDTH = 100
+ELLIPSIS = "…"
+
+
+def size(n: int | float) -> str:
+    """``512 B``, ``1.5 KiB``, ``12.0 MiB``, ``2.00 GiB``."""
+    n = float(n)
+    if abs(n) < 1024:
+        return f"{int(n)} B"
+    for unit in ("KiB", "MiB"):
+        n /= 1024
+        if abs(n) < 1024:
+            return f"{n:.1f} {unit}"
+    return f"{n / 1024:.2f} GiB"
+
+
+def ago(ts: float | None, now: float) -> str:
+    """How long before ``now`` ``ts`` was: ``just now``, ``42s ago``, ``3m ago``, ``in 5m``."""
+    if not ts:
+        return "-"
+    delta = now - ts
+    if abs(delta) < 1:
+        return "just now"
+    text = span(abs(delta))
+    return f"{text} ago" if delta > 0 else f"in {text}"
+
+
+def span(seconds: float) -> str:
+    """A duration in its largest sensible unit: ``42s``, ``3m``, ``5h``, ``2d``."""
+    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= length:
+            return f"{int(seconds // length)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def parse_age(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``12h``, ``7d``, ``2w`` → seconds.
+
+    Raises:
+        ValueError: not a number with an optional unit.
+    """
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    text = text.strip().lower()
+    factor = units.get(text[-1:], None)
+    number = text[:-1] if factor else text
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an age like 90s, 15m, 12h, 7d or 2w") from None
+    if value < 0:
+        raise ValueError(f"an age cannot be negative: {text!r}")
+    return value * (factor or 1)
+
+
+def preview(value: Any, limit: int = 60) -> str:
+    """A one-line JSON-ish view of a value, cut at ``limit`` characters."""
+    if isinstance(value, str):
+        text = json.dumps(value, ensure_ascii=False)
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
+        except (TypeError, ValueError):
+            text = repr(value)
+    return clip(text.replace("\n", " "), limit)
+
+
+def clip(text: str, limit: int) -> str:
+    """Cut ``text`` to ``limit`` characters, marking the cut."""
+    if limit <= 0:
+        return ""
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + ELLIPSIS
+
+
+def first_line(text: str | None, limit: int = 80) -> str:
+    """The last non-empty line of a traceback (the error itself), or the first line of text."""
+    if not text:
+        return ""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    line = lines[-1] if text.startswith("Traceback") else lines[0]
+    return clip(line, limit)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int = WIDTH) -> str:
+    """Columns aligned on two spaces; the widest columns are cut until the table fits.
+
+    Columns whose header ends in ``>`` are right-aligned (the marker is not printed).
+    """
+    right = [h.endswith(">") for h in headers]
+    names = [h.rstrip(">") for h in headers]
+    cells = [[str(c) if c is not None else "-" for c in row] for row in rows]
+    widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
+    total = sum(widths) + 2 * (len(widths) - 1)
+    while total > width:
+        i = max(range(len(widths)), key=lambda k: widths[k])
+        floor = max(len(names[i]), 8)
+        if widths[i] <= floor:
+            break
+        cut = min(total - width, widths[i] - floor)
+        widths[i] -= cut
+        total -= cut
+    lines = []
+    for row in [names, *cells]:
+        parts = []
+        for i, cell in enumerate(row):
+            cell = clip(cell, widths[i])
+            parts.append(cell.rjust(widths[i]) if right[i] else cell.ljust(widths[i]))
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def fields(pairs: Sequence[tuple[str, Any]]) -> str:
+    """``name: value`` lines with the values aligned; a multi-line value stays indented."""
+    pad = max((len(k) for k, _ in pairs), default=0) + 1
+    indent = "\n" + " " * (pad + 1)
+    return "\n".join(f"{(k + ':').ljust(pad)} " + ("-" if v is None else str(v)).replace(
+        "\n", indent) for k, v in pairs)
+
+
+def to_json(value: Any, *, indent: int | None = 2) -> str:
+    """JSON for ``--json`` output: stable key order as given, non-ASCII kept."""
+    return json.dumps(value, indent=indent, ensure_ascii=False, default=_fallback)
+
+
+def _fallback(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return repr(value)
