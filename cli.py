@@ -585,10 +585,5 @@ from .bench.command import bench  # noqa: E402 - registered last, after every co
 main.add_command(bench)
 
 
-from .bench.command import bench  # noqa: E402 - registered last, after every command above
-
-main.add_command(bench)
-
-
 if __name__ == "__main__":
     main()
