@@ -197,6 +197,7 @@ class LMDBStore:
         create: bool = True,
         map_size: int = DEFAULT_MAP_SIZE,
         max_size: int = DEFAULT_MAX_SIZE,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if durability not in DURABILITIES:
             raise ValueError(f"durability must be one of {DURABILITIES}, not {durability!r}")
@@ -204,7 +205,7 @@ class LMDBStore:
         _check_home(self.home, create)
         self.path = self.home / "store"
         self.path.mkdir(parents=True, exist_ok=True)
-        self.durability, self.max_size = durability, max_size
+        self.durability, self.max_size, self.clock = durability, max_size, clock
         self._pid = os.getpid()
         self._broken: str | None = None
         self.env = _acquire_env(self.path, durability, map_size)
@@ -301,7 +302,7 @@ class LMDBStore:
         expires = head.lease_expires
         if renewed is not None and renewed[0] == token:
             expires = max(expires, renewed[1])
-        if expires < time.time():
+        if expires < self.clock():
             raise StaleLease(run_id, token, current)
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
