@@ -96,7 +96,7 @@ def runs(home: Path, as_json: bool, status: str | None, flow: str | None,
     rows = inspect.runs(_engine(home), status=status and status.upper(), flow=flow, limit=limit)
     now = time.time()
     _out(as_json, rows, lambda: table(
-        ["RUN", "FLOW", "STATUS", "VER>", "STEP>", "WAITING ON", "UPDATED"],
+        ["RUN", "FLOW", "STATUS", "VER>", "STEP>", "WAITING ON~", "UPDATED"],
         [[r["run_id"], r["flow"], r["status"], r["state_version"], r["superstep"],
           r["waiting_on"], ago(r["updated_at"], now)] for r in rows],
     ) if rows else "no runs")
@@ -152,7 +152,7 @@ def log(home: Path, as_json: bool, run_id: str) -> None:
             click.echo(to_json(entry, indent=None))
         return
     now = time.time()
-    click.echo(table(["SEQ>", "TYPE", "BYTES>", "AGE", "WHAT"],
+    click.echo(table(["SEQ>", "TYPE", "BYTES>", "AGE", "WHAT~"],
                      [[e["seq"], e["type"], size(e["bytes"]), ago(e["at"], now), e["summary"]]
                       for e in entries]))
 
@@ -165,7 +165,7 @@ def checkpoints(home: Path, as_json: bool, run_id: str) -> None:
     rows = inspect.checkpoints(_engine(home), run_id)
     now = time.time()
     _out(as_json, rows, lambda: table(
-        ["VER>", "STEP>", "STATUS", "KIND", "COMMITTED", "NEXT", "BYTES>", "AGE"],
+        ["VER>", "STEP>", "STATUS", "KIND", "COMMITTED~", "NEXT~", "BYTES>", "AGE"],
         [[c["version"], c["superstep"], c["status"], "full" if c["full"] else "delta",
           ",".join(c["committed"]) or "-", ",".join(c["next"]) or "-", size(c["bytes"]),
           ago(c["at"], now)] for c in rows]))
@@ -188,7 +188,7 @@ def state(home: Path, as_json: bool, run_id: str, version: int | None, key: str 
         return
     doc = {"run_id": run_id, "version": found, "state": values}
     _out(as_json, doc, lambda: f"{run_id} at version {found}\n" + table(
-        ["KEY", "TYPE", "SIZE>", "VALUE"],
+        ["KEY", "TYPE", "SIZE>", "VALUE~"],
         [[k, type(v).__name__, size(len(to_json(v, indent=None))), preview(v, 200)]
          for k, v in values.items()]))
 
@@ -203,7 +203,7 @@ def diff(home: Path, as_json: bool, run_id: str, v1: int, v2: int) -> None:
     rows = inspect.diff(_engine(home), run_id, v1, v2)
     doc = {"run_id": run_id, "from": v1, "to": v2, "changes": rows}
     _out(as_json, doc, lambda: table(
-        ["KEY", "CHANGE", "DETAIL", "BEFORE", "AFTER"],
+        ["KEY", "CHANGE", "DETAIL~", "BEFORE~", "AFTER~"],
         [[r["key"], r["change"], r["detail"] or "-",
           "-" if r["change"] == "added" else preview(r["before"], 30),
           "-" if r["change"] == "removed" else preview(r["after"], 30)] for r in rows],
@@ -224,10 +224,12 @@ def intents(home: Path, as_json: bool, run_id: str | None, unknown: bool) -> Non
     def human() -> str:
         if not rows:
             return "no tool calls in doubt" if unknown else f"{run_id} made no tool calls"
-        return table(
-            ["RUN", "CALL", "TOOL", "STATUS", "TRY>", "IDEMPOTENCY KEY", "OUTCOME"],
-            [[i["run_id"], i["key"], i["tool"], i["status"], i["attempts"], i["idempotency_key"],
-              _outcome(i)] for i in rows])
+        shown = [[i["run_id"], i["key"], i["tool"], i["status"], i["attempts"],
+                  i["idempotency_key"], _outcome(i)] for i in rows]
+        headers = ["RUN", "CALL", "TOOL", "STATUS", "TRY>", "IDEMPOTENCY KEY", "OUTCOME~"]
+        if run_id is not None:  # one run: its id on every line says nothing
+            headers, shown = headers[1:], [row[1:] for row in shown]
+        return table(headers, shown)
 
     _out(as_json, rows, human)
 
@@ -323,7 +325,7 @@ def recover(home: Path, as_json: bool, app: str, max_age: str, max_attempts: int
             rows.append({"run_id": run_id, "was": before[run_id][0], "status": now[0],
                          "error": run.reason})
     _out(as_json, rows, lambda: table(
-        ["RUN", "WAS", "NOW", "ERROR"],
+        ["RUN", "WAS", "NOW", "ERROR~"],
         [[r["run_id"], r["was"], r["status"], r["error"] or "-"] for r in rows],
     ) if rows else "nothing to recover")
     if any(r["error"] or r["status"] == "FAILED" for r in rows):
@@ -374,7 +376,7 @@ def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
                     "holds and the indexes match the log")
         hint = "" if any(p.table == "log" for p in report.problems) else \
             "\nthe log is intact: `bide doctor --rebuild` rewrites the indexes from it"
-        return (table(["PROBLEM", "TABLE", "KEY", "DETAIL"],
+        return (table(["PROBLEM", "TABLE", "KEY", "DETAIL~"],
                       [[p.kind, p.table, p.key, p.detail] for p in report.problems])
                 + f"\n{len(report.problems)} problem(s) in {report.records} records{hint}")
 
@@ -453,8 +455,8 @@ def _stats_text(d: dict[str, Any]) -> str:
                  f"{size(s['map_size'])}, {100 * s['map_used']:.1f}% used)"),
         ("records", f"{d['total_records']} ({size(d['total_bytes'])})"),
         ("runs", d["total_runs"]),
-        ("in doubt", f"{d['intents_in_doubt']} tool calls, {d['approvals_waiting']} "
-                     "requests waiting"),
+        ("in doubt", f"{d['intents_in_doubt']} tool calls"),
+        ("waiting", f"{d['approvals_waiting']} decisions"),
     ])
     kinds = table(["RECORD TYPE", "COUNT>", "BYTES>"],
                   [[t, v["count"], size(v["bytes"])] for t, v in d["records"].items()])

@@ -29,7 +29,7 @@ from ..formats import (
 )
 from .errors import RunError, UnknownRun
 from .index import RunHead
-from .render import first_line, preview, size
+from .render import clip, first_line, preview, size
 from .state import materialize
 from .store import Reader
 
@@ -233,12 +233,12 @@ def describe(record: Record) -> str:  # noqa: C901 - one arm per record type
             keys = ", ".join(dict.fromkeys(op[0] for op in record.ops)) or "no keys"
             return f"{record.node} (task {record.task}) wrote {keys}"
         case IntentPrepared():
-            return (f"{record.tool} #{record.key} attempt {record.attempt} "
-                    f"({preview(record.args_preview, 40)})")
+            return f"{record.tool} {record.key} attempt {record.attempt}: " \
+                   f"({clip(record.args_preview, 60)})"
         case IntentCompleted():
             if record.ok:
-                return f"#{record.key} ok via {record.via}: {preview(record.result, 40)}"
-            return f"#{record.key} failed: {record.error_type}: {first_line(record.error, 50)}"
+                return f"{record.key} ok via {record.via}: {preview(record.result, 40)}"
+            return f"{record.key} failed: {record.error_type}: {first_line(record.error, 50)}"
         case ApprovalRequested():
             return f"{record.kind} {record.approval_id} in {record.node}: {record.action}"
         case ApprovalDecided():

@@ -21,19 +21,13 @@ from typing import Any
 import lmdb
 
 from ..formats import (
-    ApprovalDecided,
-    ApprovalRequested,
     Checkpoint,
     CorruptRecord,
-    IntentCompleted,
-    IntentPrepared,
     LeaseAcquired,
     LeaseReleased,
     PendingWrite,
     Record,
     RecordError,
-    RunCreated,
-    StatusChanged,
     decode,
     record_type,
     unpack,
@@ -50,11 +44,11 @@ from .index import (
     seq_key,
     seq_of,
 )
-from .lmdb_store import LEASES, LOG, LMDBReader, LMDBStore
+from .lmdb_store import LOG, LMDBReader, LMDBStore
 
-# Records every kept run keeps whole: its identity, history of status, tool calls, decisions.
-_ALWAYS_KEPT = (RunCreated, StatusChanged, IntentPrepared, IntentCompleted, ApprovalRequested,
-                ApprovalDecided)
+# What prune may take from a run it keeps; every other record (its identity, status history,
+# tool calls, decisions, and any type prune does not know) stays.
+_PRUNABLE = (Checkpoint, PendingWrite, LeaseAcquired, LeaseReleased)
 
 
 class LogUnreadable(StoreError):
@@ -298,9 +292,10 @@ def prune(store: LMDBStore, *, keep: int = 1, finished_older_than: float | None 
     A run that is kept always keeps: its ``RunCreated`` and status changes, all
     intents and approvals, its latest checkpoint's chain, the pending writes a
     resume reads after it, and its lease records from the last acquisition on.
-    Everything happens in one write transaction, which also rebuilds the
-    derived tables; the file does not shrink (LMDB reuses the pages), run
-    ``compact`` for that.
+    The plan is made and carried out in one write transaction by
+    ``LMDBStore.delete``, which also refolds the derived tables of the runs it
+    touches and never gives a removed seq again. The file does not shrink
+    (LMDB reuses the pages): ``compact`` does that.
 
     Raises:
         ValueError: ``keep`` < 1. LogUnreadable: some records cannot be read.
@@ -308,30 +303,24 @@ def prune(store: LMDBStore, *, keep: int = 1, finished_older_than: float | None 
     if keep < 1:
         raise ValueError(f"keep must be at least 1 (a run's latest checkpoint), not {keep}")
     now = time.time() if now is None else now
+    planned: list[PruneReport] = []
 
-    def plan(reader: LMDBReader) -> tuple[list[tuple[int, int, Record]], PruneReport, set[int]]:
+    def select(reader: LMDBReader) -> set[int]:
         records, bad = read_log(reader)
         if bad:
             raise LogUnreadable("prune", bad)
-        return (records, *_plan(records, keep, finished_older_than, now))
+        report, doomed = _plan(records, keep, finished_older_than, now)
+        planned[:] = [report]
+        faults.point("during_prune")  # inside the transaction: a crash here removes nothing
+        return doomed
 
     if dry_run:
         with store.reader() as r:
-            report = plan(r)[1]
-        report.dry_run = True
-        return report
-
-    def body(txn: lmdb.Transaction) -> PruneReport:
-        records, report, doomed = plan(LMDBReader(txn, store.dbs))
-        for seq in sorted(doomed):
-            txn.delete(seq_key(seq), db=store.dbs[LOG])
-        for run_id in report.runs_removed:
-            txn.delete(run_id.encode(), db=store.dbs[LEASES])
-        faults.point("during_prune")
-        _replay(txn, store.dbs, [r for r in records if r[0] not in doomed])
-        return report
-
-    return store._write(body)
+            select(r)
+        planned[0].dry_run = True
+    else:
+        store.delete(select)
+    return planned[0]
 
 
 def _plan(records: list[tuple[int, int, Record]], keep: int, older: float | None,
@@ -372,7 +361,7 @@ def needed(items: list[tuple[int, int, Record]], keep: int) -> set[int]:
     cps = [(seq, r) for seq, _, r in items if isinstance(r, Checkpoint)]
     last_lease = max((seq for seq, _, r in items if isinstance(r, LeaseAcquired)), default=-1)
     for seq, _, r in items:
-        if isinstance(r, _ALWAYS_KEPT):
+        if not isinstance(r, _PRUNABLE):
             kept.add(seq)
         elif isinstance(r, (LeaseAcquired, LeaseReleased)) and seq >= last_lease:
             kept.add(seq)

@@ -93,23 +93,28 @@ def first_line(text: str | None, limit: int = 80) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int = WIDTH) -> str:
-    """Columns aligned on two spaces; the widest columns are cut until the table fits.
+    """Columns aligned on two spaces, cut (with ``…``) until the table fits ``width``.
 
-    Columns whose header ends in ``>`` are right-aligned (the marker is not printed).
+    A header ending in ``>`` right-aligns its column; one ending in ``~`` marks a
+    column of free text that is cut first (the markers are not printed). Then the
+    widest column is cut, never below its header or 8 characters.
     """
     right = [h.endswith(">") for h in headers]
-    names = [h.rstrip(">") for h in headers]
+    loose = [h.endswith("~") for h in headers]
+    names = [h.rstrip(">~") for h in headers]
     cells = [[str(c) if c is not None else "-" for c in row] for row in rows]
     widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
-    total = sum(widths) + 2 * (len(widths) - 1)
-    while total > width:
-        i = max(range(len(widths)), key=lambda k: widths[k])
-        floor = max(len(names[i]), 8)
-        if widths[i] <= floor:
-            break
-        cut = min(total - width, widths[i] - floor)
-        widths[i] -= cut
-        total -= cut
+    excess = sum(widths) + 2 * (len(widths) - 1) - width
+    for first in (True, False):
+        while excess > 0:
+            cuttable = [i for i in range(len(widths)) if (loose[i] or not first)
+                        and widths[i] > max(len(names[i]), 8)]
+            if not cuttable:
+                break
+            i = max(cuttable, key=lambda k: widths[k])
+            cut = min(excess, widths[i] - max(len(names[i]), 8))
+            widths[i] -= cut
+            excess -= cut
     lines = []
     for row in [names, *cells]:
         parts = []

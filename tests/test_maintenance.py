@@ -154,6 +154,24 @@ def test_prune_trims_old_checkpoints_but_keeps_the_latest_chain(home: Path) -> N
     assert cli(home, "doctor")[1]["ok"]
     # the paused run's finished sibling still counts as done
     assert list(cli(home, "show", "r-waiting")[1]["pending_writes"]) == ["notify"]
+    with bide.open(home, create=False) as e:  # a FAILED run kept: it can still be retried
+        e.register(*FLOWS)
+        again = e.resume("r-failed")
+    assert str(again.status) == "FAILED" and "the disk is lava" in again.error
+
+
+def test_a_pruned_seq_is_never_given_again(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    with bide.open(home) as e:
+        e.register(*FLOWS)
+        e.start("steps", {"until": 2}, run_id="r-old")
+        with e.store.reader() as r:
+            last = r.last_seq()
+        report = maintenance.prune(e.store, finished_older_than=0, now=time.time() + 1)
+        assert report.runs_removed == ["r-old"]
+        e.start("steps", {"until": 2}, run_id="r-new")
+        with e.store.reader() as r:
+            assert min(s for s, _ in r.run_entries("r-new")) > last
 
 
 def test_prune_removes_old_finished_runs_whole(home: Path) -> None:
