@@ -8,6 +8,7 @@ warns). SIGINT/SIGTERM stop it at the next boundary; runs stay resumable.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -24,10 +25,10 @@ class Watcher:
     """Serve one home: inbox decisions in, runs resumed."""
 
     def __init__(self, engine: Engine, *, poll: bool = False, max_orphan_age: float = 86400.0,
-                 max_attempts: int = 5, rescan: float = 1.0,
+                 max_attempts: int = 5, rescan: float = 1.0, grace: float = 30.0,
                  log: Callable[[str], None] = print) -> None:
         self.engine, self.poll, self.rescan, self.log = engine, poll, rescan, log
-        self.max_orphan_age, self.max_attempts = max_orphan_age, max_attempts
+        self.max_orphan_age, self.max_attempts, self.grace = max_orphan_age, max_attempts, grace
         self.inbox = Inbox(engine)
         self.stop = engine.stopping
 
@@ -59,13 +60,23 @@ class Watcher:
             self.once()
         self.log("watcher stopped; runs left resumable")
 
+    def _give_up(self) -> None:
+        self.log("grace period over; exiting with runs left to recovery")
+        os._exit(0)
+
     def _install_signals(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
 
         def handle(signum: int, frame: Any) -> None:
-            self.log(f"signal {signal.Signals(signum).name}: stopping at the next boundary")
+            self.log(f"signal {signal.Signals(signum).name}: stopping at the next boundary "
+                     f"(at most {self.grace:.0f}s)")
             self.stop.set()
+            # A node that never returns must not keep the watcher alive: after the grace
+            # period leave anyway; its run keeps its lease and is recovered as an orphan.
+            timer = threading.Timer(self.grace, self._give_up)
+            timer.daemon = True
+            timer.start()
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
