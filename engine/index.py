@@ -25,9 +25,10 @@ from ..formats import (
     pack,
     unpack,
 )
+from . import langgraph_index as lg
 
 RUNS, RUNLOG, INTENTS, APPROVALS = "runs", "runlog", "intents", "approvals"
-DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS)
+DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS, *lg.LG_TABLES)
 WAITING_STATUSES = ("WAITING_APPROVAL", "NEEDS_RECONCILIATION")
 FINISHED_STATUSES = ("DONE", "FAILED", "CANCELLED")
 
@@ -146,6 +147,7 @@ def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
     """Fold one log record into the derived tables."""
     run_id: str = record.run_id  # type: ignore[attr-defined]
     tables.put(RUNLOG, runlog_key(run_id, seq), record.TYPE.encode())
+    lg.fold_tables(tables, seq, record)
     if isinstance(record, RunCreated):
         head = RunHead(
             run_id=run_id, flow=record.flow, status=record.status,
@@ -199,6 +201,29 @@ def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
             _fold_approval_requested(tables, record)
         case ApprovalDecided():
             _fold_approval_decided(tables, record)
+        case _ if lg.is_langgraph(record):
+            lg.fold_head(tables, head, seq, record)
+
+
+def keys_of(seq: int, record: Record) -> list[tuple[str, bytes]]:
+    """Every ``(table, key)`` that ``apply`` may write for this record.
+
+    Retention (``LMDBStore.delete``) clears these for all of a run's records and
+    replays the ones it keeps, so the tables equal a rebuild. A new fold that
+    writes another key must add it here.
+    """
+    run_id: str = record.run_id  # type: ignore[attr-defined]
+    keys = [(RUNLOG, runlog_key(run_id, seq)), (RUNS, run_id.encode())]
+    match record:
+        case IntentPrepared() | IntentCompleted():
+            keys.append((INTENTS, intent_key(run_id, record.key)))
+        case ApprovalRequested():
+            keys.append((APPROVALS, record.approval_id.encode()))
+            if record.intent is not None:
+                keys.append((INTENTS, intent_key(run_id, record.intent)))
+        case ApprovalDecided():  # its intent is named by the request, in the same run
+            keys.append((APPROVALS, record.approval_id.encode()))
+    return keys + lg.keys_of(seq, record)
 
 
 def _fold_intent_prepared(tables: Tables, r: IntentPrepared) -> None:

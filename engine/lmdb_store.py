@@ -14,7 +14,7 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +34,7 @@ from .index import (
     IntentState,
     RunHead,
     apply,
+    keys_of,
     run_prefix,
     seq_key,
     seq_of,
@@ -42,6 +43,7 @@ from .store import Check
 
 STORE_FORMAT = 1
 LOG, META, LEASES = "log", "meta", "leases"
+_HIGH_WATER = b"deleted_last_seq"  # seqs are never given twice, even after `delete`
 DEFAULT_MAP_SIZE = 64 << 20
 DEFAULT_MAX_SIZE = 1 << 40
 DURABILITIES = ("durable", "fast")
@@ -96,6 +98,36 @@ class _TxnTables:
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.txn.put(key, value, db=self.dbs[table])
+
+
+def _prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key above every key that starts with ``prefix`` (None: no such key)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def _scan(txn: lmdb.Transaction, db: Any, prefix: bytes, *,
+          reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    """``(key, value)`` of every key starting with ``prefix``, in key order or reversed."""
+    cur = txn.cursor(db=db)
+    if not reverse:
+        if not cur.set_range(prefix):
+            return
+        for key, value in cur:
+            if not key.startswith(prefix):
+                return
+            yield key, value
+        return
+    end = _prefix_end(prefix)
+    found = cur.set_range(end) if end is not None else False
+    if not (cur.prev() if found else cur.last()):
+        return
+    for key, value in cur.iterprev():
+        if not key.startswith(prefix):
+            return
+        yield key, value
 
 
 class LMDBReader:
@@ -166,7 +198,18 @@ class LMDBReader:
 
     def last_seq(self) -> int:
         cur = self.txn.cursor(db=self.dbs[LOG])
-        return seq_of(cur.key()) if cur.last() else -1
+        last = seq_of(cur.key()) if cur.last() else -1
+        gone = self.txn.get(_HIGH_WATER, db=self.dbs[META])  # set when `delete` took the last
+        return last if gone is None else max(last, seq_of(gone))
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        """The value at ``key`` in a derived table (``index.DERIVED``), or None."""
+        return self.txn.get(key, db=self.dbs[table])
+
+    def scan(self, table: str, prefix: bytes = b"", *,
+             reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` of a derived table's keys starting with ``prefix``, in order."""
+        return _scan(self.txn, self.dbs[table], prefix, reverse=reverse)
 
 
 def _is_home(path: Path) -> bool:
@@ -290,6 +333,59 @@ class LMDBStore:
         seqs = self._write(body)
         faults.point("after_commit")
         return seqs
+
+    def delete(self, select: Callable[[LMDBReader], Iterable[int]]) -> list[int]:
+        """Remove log records (retention) and fix the indexes, in ONE write transaction.
+
+        This is the one way records leave the log. Each run that loses records
+        has its derived entries cleared (``index.keys_of``) and its remaining
+        records replayed through ``apply``, so the tables equal a rebuild; a run
+        left with no records disappears. Seqs are never given again: deleting
+        the last record keeps its seq as a high-water mark.
+
+        Args:
+            select: a function of the transaction's reader returning the seqs to
+                remove; seqs with no record are ignored.
+
+        Returns:
+            The seqs removed, in order.
+
+        Raises:
+            CorruptRecord: a record of an affected run cannot be decoded (nothing changes).
+        """
+        def body(txn: lmdb.Transaction) -> list[int]:
+            reader, tables = LMDBReader(txn, self.dbs), _TxnTables(txn, self.dbs)
+            last = reader.last_seq()
+            doomed: dict[int, Record] = {}
+            for seq in set(select(reader)):
+                raw = reader.raw(seq)
+                if raw is not None:
+                    doomed[seq] = decode(raw, key=seq)
+            for run_id in sorted({r.run_id for r in doomed.values()}):  # type: ignore[attr-defined]
+                self._refold(reader, tables, run_id, doomed)
+            for seq in doomed:
+                txn.delete(seq_key(seq), db=self.dbs[LOG])
+            if last in doomed:
+                txn.put(_HIGH_WATER, seq_key(last), db=self.dbs[META])
+            return sorted(doomed)
+
+        return self._write(body)
+
+    def _refold(self, reader: LMDBReader, tables: _TxnTables, run_id: str,
+                doomed: dict[int, Record]) -> None:
+        """Clear one run's derived entries and replay the records it keeps."""
+        items = {seq: (0, r) for seq, r in doomed.items()
+                 if r.run_id == run_id}  # type: ignore[attr-defined]
+        for seq, _ in list(reader.run_entries(run_id)):
+            raw = reader.raw(seq)
+            if raw is not None and seq not in items:
+                items[seq] = (len(raw), decode(raw, key=seq))
+        for seq, (_, record) in items.items():
+            for table, key in keys_of(seq, record):
+                reader.txn.delete(key, db=self.dbs[table])
+        for seq in sorted(items):
+            if seq not in doomed:
+                apply(tables, seq, *items[seq])
 
     def _check_fence(self, reader: LMDBReader, run_id: str, token: int) -> None:
         if faults.switch("no_fencing"):

@@ -7,7 +7,7 @@ runs one suite against each implementation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -52,6 +52,13 @@ class Reader(Protocol):
     def last_seq(self) -> int:
         """The highest seq in the log, or -1 for an empty log."""
 
+    def get(self, table: str, key: bytes) -> bytes | None:
+        """The value at ``key`` in a derived table (``index.DERIVED``), or None."""
+
+    def scan(self, table: str, prefix: bytes = b"", *,
+             reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` of a derived table's keys starting with ``prefix``, in key order."""
+
 
 class Store(Protocol):
     """Where a home's records live. Every method is safe across processes."""
@@ -81,6 +88,14 @@ class Store(Protocol):
         Raises:
             StaleLease: ``fence`` lost its lease. StoreFull: size limit reached.
             DurabilityLost: the commit could not be made durable.
+        """
+
+    def delete(self, select: Callable[[Reader], Iterable[int]]) -> list[int]:
+        """Remove the log records ``select(reader)`` names, unfolding them from the
+        indexes (``index.unapply``), in ONE transaction. Seqs are never reused.
+
+        Returns:
+            The seqs removed, highest first.
         """
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:

@@ -1,0 +1,262 @@
+"""Derived entries of LangGraph threads, folded from ``formats.langgraph_records``.
+
+``index.apply`` calls :func:`fold_tables` and :func:`fold_head` for every LangGraph
+record; they only get and put, so a rebuild from the log gives the same entries.
+Retention clears :func:`keys_of` of a thread's records and replays what it keeps
+(``LMDBStore.delete``). Nothing here imports LangGraph.
+
+All entries live in ONE derived table, ``langgraph``, under a one-byte kind: a
+commit then dirties one more B-tree, not eight (each costs pages to fsync). Keys
+sort the way lookups walk them (text parts never hold NUL; numbers are
+fixed-width big-endian)::
+
+    c thread ␀ ns ␀ checkpoint_id               -> seq(8) step(8) flag(1) meta_run_id
+    s thread ␀ ns ␀ checkpoint_id ␀ seq(8)      -> b"c" | b"w"   a checkpoint's records
+    w thread ␀ ns ␀ checkpoint_id ␀ task ␀ idx(8) -> seq(8) position(4)
+    v thread ␀ ns ␀ channel ␀ msgpack(version)  -> seq(8)        a channel value's blob
+    d seq(8)                                    -> base seq(8)   delta blobs only
+    r meta_run_id ␀ thread ␀ ns ␀ checkpoint_id -> b""           (stale ones: check c)
+    l thread                                    -> checkpoint_id newest of ns ""
+    f thread ␀ ns ␀ checkpoint_id               -> bits(1) error text   special writes
+
+LangGraph may store a checkpoint's writes before the checkpoint itself (its
+default ``durability="async"``), so a thread's status is a function of its latest
+root checkpoint and the special writes against it, not of the order records came in.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Protocol
+
+from ..formats import pack
+from ..formats.langgraph_records import LGBlob, LGCheckpoint, LGWrites, Version
+
+LG = "langgraph"
+LG_TABLES = (LG,)
+CKPT, SEQS, WRITES, BLOBS, BASE, RUNS, LATEST, FLAGS = (bytes([c]) for c in b"cswvdrlf")
+
+ERROR, INTERRUPT, RESUME = "__error__", "__interrupt__", "__resume__"
+_BITS = {ERROR: 1, INTERRUPT: 2, RESUME: 4}
+# channels whose update means LangGraph has a next task to run (StateGraph edges,
+# joins, Send): a checkpoint that updated none of them is where a run ended
+_TRIGGER_PREFIXES = ("branch:to:", "join:", "__start__", "__pregel_tasks")
+
+_SEQ = struct.Struct(">Q")
+_CKPT = struct.Struct(">Qqc")
+_WRITE = struct.Struct(">QI")
+_IDX_BIAS = 1 << 63
+
+
+class Tables(Protocol):
+    def get(self, table: str, key: bytes) -> bytes | None: ...
+    def put(self, table: str, key: bytes, value: bytes) -> None: ...
+
+
+# -- keys ------------------------------------------------------------------
+def part(*texts: str) -> bytes:
+    """``a ␀ b ␀ ... ␀``: a prefix that never matches a longer text part."""
+    return b"".join(t.encode() + b"\x00" for t in texts)
+
+
+def seq_bytes(seq: int) -> bytes:
+    return _SEQ.pack(seq)
+
+
+def seq_from(raw: bytes) -> int:
+    return _SEQ.unpack_from(raw)[0]
+
+
+def ckpt_key(thread: str, ns: str, checkpoint_id: str) -> bytes:
+    return CKPT + part(thread, ns) + checkpoint_id.encode()
+
+
+def ckpt_prefix(*texts: str) -> bytes:
+    """Checkpoint keys of every thread (), one thread, or one (thread, ns)."""
+    return CKPT + part(*texts)
+
+
+def seqs_prefix(thread: str, ns: str, checkpoint_id: str) -> bytes:
+    return SEQS + part(thread, ns, checkpoint_id)
+
+
+def writes_prefix(thread: str, ns: str, checkpoint_id: str) -> bytes:
+    return WRITES + part(thread, ns, checkpoint_id)
+
+
+def runs_prefix(meta_run_id: str) -> bytes:
+    return RUNS + part(meta_run_id)
+
+
+def base_key(seq: int) -> bytes:
+    return BASE + _SEQ.pack(seq)
+
+
+def latest_key(thread: str) -> bytes:
+    return LATEST + thread.encode()
+
+
+def flags_key(thread: str, ns: str, checkpoint_id: str) -> bytes:
+    return FLAGS + part(thread, ns) + checkpoint_id.encode()
+
+
+def ckpt_value(seq: int, step: int, running: bool, meta_run_id: str | None) -> bytes:
+    head = _CKPT.pack(seq, step, b"R" if running else b"D")
+    return head + (meta_run_id or "").encode()
+
+
+def parse_ckpt(raw: bytes) -> tuple[int, int, bool, str | None]:
+    """``(seq, step, running, meta_run_id)`` of a checkpoint entry."""
+    seq, step, flag = _CKPT.unpack_from(raw)
+    run = raw[_CKPT.size:].decode()
+    return seq, step, flag == b"R", run or None
+
+
+def idx_bytes(idx: int) -> bytes:
+    """Order-preserving for LangGraph's negative special indexes too."""
+    return _SEQ.pack(idx + _IDX_BIAS)
+
+
+def write_key(thread: str, ns: str, checkpoint_id: str, task_id: str, idx: int) -> bytes:
+    return WRITES + part(thread, ns, checkpoint_id, task_id) + idx_bytes(idx)
+
+
+def write_value(seq: int, position: int) -> bytes:
+    return _WRITE.pack(seq, position)
+
+
+def parse_write(raw: bytes) -> tuple[int, int]:
+    return _WRITE.unpack(raw)
+
+
+def blob_key(thread: str, ns: str, channel: str, version: Version) -> bytes:
+    return BLOBS + part(thread, ns, channel) + pack(version)
+
+
+def run_key(meta_run_id: str, thread: str, ns: str, checkpoint_id: str) -> bytes:
+    return RUNS + part(meta_run_id, thread, ns) + checkpoint_id.encode()
+
+
+def split_ckpt_key(key: bytes) -> tuple[str, str, str]:
+    thread, ns, cid = key[1:].split(b"\x00", 2)
+    return thread.decode(), ns.decode(), cid.decode()
+
+
+def split_run_key(key: bytes) -> tuple[str, str, str, str]:
+    run, thread, ns, cid = key[1:].decode().split("\x00", 3)
+    return run, thread, ns, cid
+
+
+def has_next(updated: list[str] | None) -> bool:
+    """Whether a checkpoint leaves work to do, judged from its updated channels.
+
+    Unknown (None) counts as work left. A graph whose nodes trigger on plain
+    state channels (raw Pregel) may look finished between steps: status only.
+    """
+    if updated is None:
+        return True
+    return any(ch.startswith(_TRIGGER_PREFIXES) for ch in updated)
+
+
+# -- folding -----------------------------------------------------------------
+def fold_tables(tables: Tables, seq: int, record: Any) -> None:
+    """Fold one LangGraph record into the ``langgraph`` table (no-op for other records)."""
+    match record:
+        case LGCheckpoint():
+            _fold_checkpoint(tables, seq, record)
+        case LGWrites():
+            _fold_writes(tables, seq, record)
+        case LGBlob():
+            tables.put(LG, blob_key(record.run_id, record.ns, record.channel, record.version),
+                       seq_bytes(seq))
+            if record.base >= 0:
+                tables.put(LG, base_key(seq), seq_bytes(record.base))
+
+
+def _fold_checkpoint(tables: Tables, seq: int, r: LGCheckpoint) -> None:
+    # a put again of the same id replaces it (SQLite: INSERT OR REPLACE)
+    key = ckpt_key(r.run_id, r.ns, r.checkpoint_id)
+    tables.put(LG, key, ckpt_value(seq, r.step, has_next(r.updated), r.meta_run_id))
+    if r.meta_run_id is not None:
+        tables.put(LG, run_key(r.meta_run_id, r.run_id, r.ns, r.checkpoint_id), b"")
+    tables.put(LG, seqs_prefix(r.run_id, r.ns, r.checkpoint_id) + seq_bytes(seq), b"c")
+    if r.ns == "":
+        latest = tables.get(LG, latest_key(r.run_id))
+        if latest is None or r.checkpoint_id >= latest.decode():
+            tables.put(LG, latest_key(r.run_id), r.checkpoint_id.encode())
+
+
+def _fold_writes(tables: Tables, seq: int, r: LGWrites) -> None:
+    bits = _bits(r)
+    if bits:
+        key = flags_key(r.run_id, r.ns, r.checkpoint_id)
+        old = tables.get(LG, key) or b"\x00"
+        error = r.error.encode() if bits & 1 and r.error is not None else old[1:]
+        tables.put(LG, key, bytes([old[0] | bits]) + error)
+    for position, (idx, _channel, _type, _value) in enumerate(r.writes):
+        key = write_key(r.run_id, r.ns, r.checkpoint_id, r.task_id, idx)
+        if not r.replace and tables.get(LG, key) is not None:
+            continue  # first write wins
+        tables.put(LG, key, write_value(seq, position))
+    tables.put(LG, seqs_prefix(r.run_id, r.ns, r.checkpoint_id) + seq_bytes(seq), b"w")
+
+
+def _bits(r: LGWrites) -> int:
+    bits = 0
+    for w in r.writes:
+        bits |= _BITS.get(w[1], 0)
+    return bits
+
+
+def fold_head(tables: Tables, head: Any, seq: int, record: Any) -> None:
+    """What a LangGraph record says about its thread's ``RunHead``."""
+    if not isinstance(record, (LGCheckpoint, LGWrites)) or record.ns != "":
+        return
+    latest = tables.get(LG, latest_key(record.run_id))
+    if latest is None or latest.decode() != record.checkpoint_id:
+        return  # about a checkpoint that is not (or not yet) the thread's newest
+    found = tables.get(LG, ckpt_key(record.run_id, "", record.checkpoint_id))
+    if found is None:
+        return
+    ckpt_seq, step, running, _ = parse_ckpt(found)
+    head.checkpoint = head.base = ckpt_seq
+    head.superstep, head.state_version = step, max(step + 1, 0)
+    flags = tables.get(LG, flags_key(record.run_id, "", record.checkpoint_id)) or b"\x00"
+    head.waiting = head.error = None
+    if flags[0] & 1:
+        head.status, head.error = "FAILED", flags[1:].decode() or None
+    elif flags[0] & 2 and not flags[0] & 4:
+        head.status = "INTERRUPTED"
+        head.waiting = {"type": "interrupt", "checkpoint_id": record.checkpoint_id}
+    else:
+        head.status = "RUNNING" if running else "DONE"
+
+
+def keys_of(seq: int, record: Any) -> list[tuple[str, bytes]]:
+    """Every ``(table, key)`` the folds above may write for ``record``."""
+    match record:
+        case LGCheckpoint():
+            r = record
+            keys = [ckpt_key(r.run_id, r.ns, r.checkpoint_id),
+                    seqs_prefix(r.run_id, r.ns, r.checkpoint_id) + seq_bytes(seq)]
+            if r.meta_run_id is not None:
+                keys.append(run_key(r.meta_run_id, r.run_id, r.ns, r.checkpoint_id))
+            if r.ns == "":
+                keys.append(latest_key(r.run_id))
+        case LGWrites():
+            r = record
+            keys = [seqs_prefix(r.run_id, r.ns, r.checkpoint_id) + seq_bytes(seq),
+                    *(write_key(r.run_id, r.ns, r.checkpoint_id, r.task_id, w[0])
+                      for w in r.writes)]
+            if _bits(r):
+                keys.append(flags_key(r.run_id, r.ns, r.checkpoint_id))
+        case LGBlob():
+            keys = [blob_key(record.run_id, record.ns, record.channel, record.version),
+                    base_key(seq)]
+        case _:
+            keys = []
+    return [(LG, key) for key in keys]
+
+
+def is_langgraph(record: Any) -> bool:
+    return isinstance(record, (LGBlob, LGCheckpoint, LGWrites))
