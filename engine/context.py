@@ -163,12 +163,14 @@ class _ToolCall:
                 return self._call(attempt=known.attempts + 1)
         if self.t.idempotent:
             return self._call(attempt=known.attempts + 1)
-        aid = known.approval_id or approval_id(self.ctx.run_id, self.ctx.task_id, self.index,
-                                               kind="reconcile")
+        # one request per attempt in doubt: a "retry" that dies again asks again
+        aid = approval_id(self.ctx.run_id, self.ctx.task_id, self.index,
+                          kind=f"reconcile@{known.attempts}")
         waiting = {"type": "reconciliation", "node_id": self.ctx.node, "approval_id": aid,
                    "tool": self.t.name, "intent": self.key}
-        if known.approval_id is not None:
-            raise Paused(waiting, [])  # already asked; still undecided
+        with self.ex.store.reader() as r:
+            if r.approval(aid) is not None:
+                raise Paused(waiting, [])  # already asked; still undecided
         payload = {"tool": self.t.name, "intent": self.key, "idempotency_key": self.idem,
                    "args_digest": self.digest, "attempts": known.attempts,
                    "reconcile_error": reconcile_error}

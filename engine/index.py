@@ -234,9 +234,8 @@ def _fold_intent_prepared(tables: Tables, r: IntentPrepared) -> None:
         args_digest=r.args_digest, idempotency_key=r.idempotency_key, attempts=r.attempt,
         prepared_at=r.at,
     )
-    if old is not None:  # a new attempt keeps who resolved earlier ones
-        state.approval_id, state.decision = old.approval_id, old.decision
-        state.by, state.reason = old.by, old.reason
+    if old is not None:  # a new attempt keeps who resolved earlier ones, as history
+        state.decision, state.by, state.reason = old.decision, old.by, old.reason
     tables.put(INTENTS, key, pack(state))
 
 

@@ -118,3 +118,18 @@ def test_negative_control_without_replay_the_effect_repeats(tmp_path):
     out = app(tmp_path, "plain", "resume", "r1", env={"BIDE_TEST_SWITCHES": "no_intent_replay"})
     assert out.returncode == 0, out.stderr
     assert sum(effects(tmp_path).values()) == 2
+
+
+def test_retry_that_dies_again_asks_again_instead_of_looping(tmp_path):
+    """Regression: a 'retry' decision whose new attempt also died kept pointing at the
+    old, already decided request, so resume paused and resumed forever without asking."""
+    crash(tmp_path, "plain", "after_tool_effect", "kill")
+    first = resumed(tmp_path, "plain")
+    out = app(tmp_path, "plain", "decide", "r1", "retry", env={"DIE_IN_TOOL": "1"})
+    assert out.returncode == -9
+    second = resumed(tmp_path, "plain")
+    assert second["status"] == "NEEDS_RECONCILIATION"
+    assert second["waiting"]["approval_id"] != first["waiting"]["approval_id"]
+    assert sum(effects(tmp_path).values()) == 2  # the original and the one retry decided
+    done = resumed(tmp_path, "plain", "decide", "r1", "mark_done", '"ok"')
+    assert done["status"] == "DONE" and sum(effects(tmp_path).values()) == 2
