@@ -23,7 +23,18 @@ import click
 from . import BideError, Engine, Flow, NotAHome, UnknownApproval, UnknownRun
 from . import open as open_home
 from .engine import compaction, inspect, maintenance, operations
-from .engine.render import ago, clip, fields, first_line, parse_age, preview, size, table, to_json
+from .engine.render import (
+    ago,
+    clip,
+    fields,
+    first_line,
+    parse_age,
+    plural,
+    preview,
+    size,
+    table,
+    to_json,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -357,7 +368,7 @@ def fork(home: Path, as_json: bool, run_id: str, version: int, new_id: str | Non
     except ValueError as exc:  # an unusable --as id
         raise click.BadParameter(str(exc), param_hint="--as") from None
     doc = {"run_id": new, "parent": run_id, "parent_version": version, "status": "PENDING"}
-    _out(as_json, doc, lambda: f"forked {run_id} at version {version} as {new} (PENDING); "
+    _out(as_json, doc, lambda: f"forked {run_id} at version {version} as {new} (PENDING)\n"
          f"run it with: bide resume {new} --app MODULE:ATTR")
 
 
@@ -400,10 +411,10 @@ def prune(home: Path, as_json: bool, keep: int, older: str | None, dry_run: bool
 
     def human() -> str:
         verb = "would remove" if dry_run else "removed"
-        text = (f"{verb} {report.records} records ({size(report.bytes)}) from "
-                f"{len(report.runs_trimmed)} runs; kept {report.kept}")
+        text = (f"{verb} {plural(report.records, 'record')} ({size(report.bytes)}) from "
+                f"{plural(len(report.runs_trimmed), 'run')}; kept {report.kept}")
         if report.runs_removed:
-            text += f"\n{verb} {len(report.runs_removed)} finished runs whole: " + \
+            text += f"\n{verb} {plural(len(report.runs_removed), 'finished run')} whole: " + \
                 clip(", ".join(report.runs_removed), 200)
         if report.removed:
             text += "\n" + table(["TYPE", "RECORDS>"], sorted(report.removed.items()))
@@ -455,8 +466,8 @@ def _stats_text(d: dict[str, Any]) -> str:
                  f"{size(s['map_size'])}, {100 * s['map_used']:.1f}% used)"),
         ("records", f"{d['total_records']} ({size(d['total_bytes'])})"),
         ("runs", d["total_runs"]),
-        ("in doubt", f"{d['intents_in_doubt']} tool calls"),
-        ("waiting", f"{d['approvals_waiting']} decisions"),
+        ("in doubt", plural(d["intents_in_doubt"], "tool call")),
+        ("waiting", plural(d["approvals_waiting"], "decision")),
     ])
     kinds = table(["RECORD TYPE", "COUNT>", "BYTES>"],
                   [[t, v["count"], size(v["bytes"])] for t, v in d["records"].items()])

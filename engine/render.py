@@ -26,6 +26,11 @@ def size(n: int | float) -> str:
     return f"{n / 1024:.2f} GiB"
 
 
+def plural(n: int, word: str) -> str:
+    """``1 run``, ``3 runs``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def ago(ts: float | None, now: float) -> str:
     """How long before ``now`` ``ts`` was: ``just now``, ``42s ago``, ``3m ago``, ``in 5m``."""
     if not ts:
