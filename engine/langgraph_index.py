@@ -5,19 +5,19 @@ record; they only get and put, so a rebuild from the log gives the same entries.
 Retention clears :func:`keys_of` of a thread's records and replays what it keeps
 (``LMDBStore.delete``). Nothing here imports LangGraph.
 
-All entries live in ONE derived table, ``langgraph``, under a one-byte kind: a
-commit then dirties one more B-tree, not eight (each costs pages to fsync). Keys
-sort the way lookups walk them (text parts never hold NUL; numbers are
-fixed-width big-endian)::
+All entries live in ONE derived table, ``langgraph``, and what one commit writes
+sits together: a checkpoint's entry, its writes, its flags and the thread's
+"latest" mark share a key prefix, so a commit dirties few pages (each is fsynced).
+Text parts never hold NUL (nor byte 0xff: UTF-8); numbers are fixed-width
+big-endian, so keys sort the way lookups walk them. With C = ``c thread ␀ ns ␀``::
 
-    c thread ␀ ns ␀ checkpoint_id               -> seq(8) step(8) flag(1) meta_run_id
-    s thread ␀ ns ␀ checkpoint_id ␀ seq(8)      -> b"c" | b"w"   a checkpoint's records
-    w thread ␀ ns ␀ checkpoint_id ␀ task ␀ idx(8) -> seq(8) position(4)
-    v thread ␀ ns ␀ channel ␀ msgpack(version)  -> seq(8)        a channel value's blob
-    d seq(8)                                    -> base seq(8)   delta blobs only
-    r meta_run_id ␀ thread ␀ ns ␀ checkpoint_id -> b""           (stale ones: check c)
-    l thread                                    -> checkpoint_id newest of ns ""
-    f thread ␀ ns ␀ checkpoint_id               -> bits(1) error text   special writes
+    C checkpoint_id                       -> seq(8) step(8) flag(1) meta_run_id
+    C checkpoint_id ␀ s seq(8)            -> b"c" | b"w"        every record of it
+    C checkpoint_id ␀ w task ␀ idx(8)     -> seq(8) position(4)  its pending writes
+    C checkpoint_id ␀ f                   -> bits(1) error text  its special writes
+    c thread ␀ ␀ 0xff                     -> checkpoint_id       newest of ns ""
+    v thread ␀ ns ␀ msgpack(version) channel -> seq(8)           a channel value's blob
+    r meta_run_id ␀ thread ␀ ns ␀ checkpoint_id -> b""           (stale ones: check C)
 
 LangGraph may store a checkpoint's writes before the checkpoint itself (its
 default ``durability="async"``), so a thread's status is a function of its latest
@@ -34,7 +34,8 @@ from ..formats.langgraph_records import LGBlob, LGCheckpoint, LGWrites, Version
 
 LG = "langgraph"
 LG_TABLES = (LG,)
-CKPT, SEQS, WRITES, BLOBS, BASE, RUNS, LATEST, FLAGS = (bytes([c]) for c in b"cswvdrlf")
+CKPT, BLOBS, RUNS = b"c", b"v", b"r"
+_SEQS, _WRITES, _FLAGS, _LATEST = b"\x00s", b"\x00w", b"\x00f", b"\xff"
 
 ERROR, INTERRUPT, RESUME = "__error__", "__interrupt__", "__resume__"
 _BITS = {ERROR: 1, INTERRUPT: 2, RESUME: 4}
@@ -72,32 +73,34 @@ def ckpt_key(thread: str, ns: str, checkpoint_id: str) -> bytes:
 
 
 def ckpt_prefix(*texts: str) -> bytes:
-    """Checkpoint keys of every thread (), one thread, or one (thread, ns)."""
+    """Checkpoint entries (and theirs) of every thread (), one thread, or one (thread, ns)."""
     return CKPT + part(*texts)
 
 
+def is_checkpoint(key: bytes) -> bool:
+    """Whether a key under ``ckpt_prefix`` is a checkpoint's own entry."""
+    rest = key.split(b"\x00", 2)[2]
+    return b"\x00" not in rest and rest != _LATEST
+
+
 def seqs_prefix(thread: str, ns: str, checkpoint_id: str) -> bytes:
-    return SEQS + part(thread, ns, checkpoint_id)
+    return ckpt_key(thread, ns, checkpoint_id) + _SEQS
 
 
 def writes_prefix(thread: str, ns: str, checkpoint_id: str) -> bytes:
-    return WRITES + part(thread, ns, checkpoint_id)
+    return ckpt_key(thread, ns, checkpoint_id) + _WRITES
 
 
 def runs_prefix(meta_run_id: str) -> bytes:
     return RUNS + part(meta_run_id)
 
 
-def base_key(seq: int) -> bytes:
-    return BASE + _SEQ.pack(seq)
-
-
 def latest_key(thread: str) -> bytes:
-    return LATEST + thread.encode()
+    return CKPT + part(thread, "") + _LATEST
 
 
 def flags_key(thread: str, ns: str, checkpoint_id: str) -> bytes:
-    return FLAGS + part(thread, ns) + checkpoint_id.encode()
+    return ckpt_key(thread, ns, checkpoint_id) + _FLAGS
 
 
 def ckpt_value(seq: int, step: int, running: bool, meta_run_id: str | None) -> bytes:
@@ -118,7 +121,7 @@ def idx_bytes(idx: int) -> bytes:
 
 
 def write_key(thread: str, ns: str, checkpoint_id: str, task_id: str, idx: int) -> bytes:
-    return WRITES + part(thread, ns, checkpoint_id, task_id) + idx_bytes(idx)
+    return writes_prefix(thread, ns, checkpoint_id) + part(task_id) + idx_bytes(idx)
 
 
 def write_value(seq: int, position: int) -> bytes:
@@ -130,7 +133,8 @@ def parse_write(raw: bytes) -> tuple[int, int]:
 
 
 def blob_key(thread: str, ns: str, channel: str, version: Version) -> bytes:
-    return BLOBS + part(thread, ns, channel) + pack(version)
+    # version first: the channels a step changed have versions of that step, side by side
+    return BLOBS + part(thread, ns) + pack(version) + channel.encode()
 
 
 def run_key(meta_run_id: str, thread: str, ns: str, checkpoint_id: str) -> bytes:
@@ -169,8 +173,6 @@ def fold_tables(tables: Tables, seq: int, record: Any) -> None:
         case LGBlob():
             tables.put(LG, blob_key(record.run_id, record.ns, record.channel, record.version),
                        seq_bytes(seq))
-            if record.base >= 0:
-                tables.put(LG, base_key(seq), seq_bytes(record.base))
 
 
 def _fold_checkpoint(tables: Tables, seq: int, r: LGCheckpoint) -> None:
@@ -251,8 +253,7 @@ def keys_of(seq: int, record: Any) -> list[tuple[str, bytes]]:
             if _bits(r):
                 keys.append(flags_key(r.run_id, r.ns, r.checkpoint_id))
         case LGBlob():
-            keys = [blob_key(record.run_id, record.ns, record.channel, record.version),
-                    base_key(seq)]
+            keys = [blob_key(record.run_id, record.ns, record.channel, record.version)]
         case _:
             keys = []
     return [(LG, key) for key in keys]

@@ -31,10 +31,10 @@ from .errors import RunError
 from .index import RUNLOG, runlog_key
 from .langgraph_index import (
     LG,
-    base_key,
     blob_key,
     ckpt_key,
     ckpt_prefix,
+    is_checkpoint,
     parse_ckpt,
     parse_write,
     runs_prefix,
@@ -86,6 +86,12 @@ class _Chain:
     length: int
     since: int
     whole: int
+
+
+def _checkpoints(r: Reader, prefix: bytes, *,
+                 reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    """Checkpoint entries under ``prefix``, without the entries stored beside them."""
+    return ((k, v) for k, v in r.scan(LG, prefix, reverse=reverse) if is_checkpoint(k))
 
 
 # -- msgpack arrays, byte-wise ------------------------------------------------
@@ -297,7 +303,7 @@ class Threads:
                 key = ckpt_key(thread, ns, checkpoint_id)
                 raw = r.get(LG, key)
             else:
-                key, raw = next(r.scan(LG, ckpt_prefix(thread, ns), reverse=True),
+                key, raw = next(_checkpoints(r, ckpt_prefix(thread, ns), reverse=True),
                                 (b"", None))
             return None if raw is None else self._load(r, key, raw)
 
@@ -334,7 +340,7 @@ class Threads:
             else ckpt_prefix(thread, ns)
         with self.lock, self.store.reader() as r:
             found = []
-            for key, _ in r.scan(LG, prefix):
+            for key, _ in _checkpoints(r, prefix):
                 t, n, cid = split_ckpt_key(key)
                 if checkpoint_id is not None and cid != checkpoint_id:
                     continue
@@ -400,7 +406,7 @@ class Threads:
                     threads.add(thread)
                     doomed |= self._checkpoint_seqs(r, thread, ns, cid)
             for thread in threads:
-                live = [seq_from(raw) for _, raw in r.scan(LG, ckpt_prefix(thread))]
+                live = [seq_from(raw) for _, raw in _checkpoints(r, ckpt_prefix(thread))]
                 live = [s for s in live if s not in doomed]
                 doomed |= self._garbage(r, thread, live)
             return doomed
@@ -421,7 +427,7 @@ class Threads:
             doomed: set[int] = set()
             for thread in wanted:
                 latest: dict[str, tuple[str, int]] = {}
-                for key, raw in r.scan(LG, ckpt_prefix(thread)):
+                for key, raw in _checkpoints(r, ckpt_prefix(thread)):
                     _, ns, cid = split_ckpt_key(key)
                     latest[ns] = (cid, seq_from(raw))  # keys ascend: the last one wins
                 keep = {s for s, t in r.run_entries(thread) if t == RunCreated.TYPE}
@@ -445,9 +451,12 @@ class Threads:
             assert isinstance(rec, LGCheckpoint)
             for channel, version in rec.versions.items():
                 found = r.get(LG, blob_key(thread, rec.ns, channel, version))
-                while found is not None and seq_from(found) not in out:
-                    out.add(seq_from(found))
-                    found = r.get(LG, base_key(seq_from(found)))
+                at = None if found is None else seq_from(found)
+                while at is not None and at not in out:
+                    out.add(at)
+                    blob = r.record(at)
+                    assert isinstance(blob, LGBlob)
+                    at = blob.base if blob.base >= 0 else None
         return out
 
     def _garbage(self, r: Reader, thread: str, live: list[int]) -> set[int]:
@@ -486,13 +495,14 @@ class Threads:
             if head is None or head.flow != FLOW:
                 return None
             namespaces: dict[str, int] = {}
-            for key, _ in r.scan(LG, ckpt_prefix(thread)):
+            for key, _ in _checkpoints(r, ckpt_prefix(thread)):
                 ns = split_ckpt_key(key)[1]
                 namespaces[ns] = namespaces.get(ns, 0) + 1
             out: dict[str, Any] = {"thread_id": thread, "status": head.status,
                                    "checkpoints": namespaces, "records": head.records,
                                    "bytes": head.bytes}
-            key, raw = next(r.scan(LG, ckpt_prefix(thread, ""), reverse=True), (b"", None))
+            key, raw = next(_checkpoints(r, ckpt_prefix(thread, ""), reverse=True),
+                            (b"", None))
             if raw is not None:
                 stored = self._load(r, key, raw)
                 assert stored is not None
