@@ -133,10 +133,25 @@ def _refuse_if_open(store: Path, lock: Path) -> None:
 
 
 def _clean_leftovers(home: Path, data: Path) -> None:
-    """Remove hard links an interrupted compact left that are still the live file."""
+    """Remove what an interrupted compact left: hard links that are still the live file,
+    and copies being made by a process that no longer exists (never the user's data)."""
     for link in home.glob(".compact-*.old.mdb"):
         if link.samefile(data):
             link.unlink()
+    for tmp in home.glob(".compact-*"):
+        pid = tmp.name.split("-")[1]
+        if tmp.is_dir() and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
 
 
 def _copy(store: Path, tmp: Path) -> tuple[int, int]:

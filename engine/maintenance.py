@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -319,38 +319,8 @@ def prune(store: LMDBStore, *, keep: int = 1, finished_older_than: float | None 
             select(r)
         planned[0].dry_run = True
     else:
-        remove(store, select)
+        store.delete(select)
     return planned[0]
-
-
-def remove(store: LMDBStore, select: Callable[[LMDBReader], Iterable[int]]) -> list[int]:
-    """Delete the selected log records and fix the indexes, in one write transaction.
-
-    ``LMDBStore.delete`` is the store's own way to do this (it also keeps a
-    high-water mark so a removed seq is never given again); a store without it
-    gets the same effect here: delete, then replay the whole log into the
-    derived tables.
-    """
-    delete = _store_delete(store)
-    if delete is not None:
-        return delete(select)
-
-    def body(txn: lmdb.Transaction) -> list[int]:
-        reader = LMDBReader(txn, store.dbs)
-        doomed = {seq for seq in select(reader) if reader.raw(seq) is not None}
-        for seq in doomed:
-            txn.delete(seq_key(seq), db=store.dbs[LOG])
-        records, bad = read_log(reader)
-        if bad:
-            raise LogUnreadable("fix the indexes after a delete", bad)
-        _replay(txn, store.dbs, records)
-        return sorted(doomed)
-
-    return store._write(body)
-
-
-def _store_delete(store: LMDBStore) -> Callable[..., list[int]] | None:
-    return getattr(store, "delete", None)  # newer stores have it; tests switch it off
 
 
 def _plan(records: list[tuple[int, int, Record]], keep: int, older: float | None,

@@ -155,3 +155,17 @@ def test_reading_commands_work_while_another_process_writes(home: Path) -> None:
     assert seen == sorted(seen)
     final = CliRunner().invoke(main, ["runs", "--json", "--home", str(home)])
     assert len(json.loads(final.stdout)) == 8 + 150
+
+
+@pytest.mark.parametrize("fault", ["during_prune:1:kill", "during_compact_swap:1:kill"])
+def test_a_maintenance_command_killed_midway_leaves_the_store_whole(home: Path,
+                                                                    fault: str) -> None:
+    before = json.loads(bide_cmd(home, "stats", "--json").stdout)["total_records"]
+    command = ["prune", "--finished-older-than", "0s"] if "prune" in fault else ["compact"]
+    assert bide_cmd(home, *command, BIDE_FAULT=fault).returncode == -9
+    doctor = bide_cmd(home, "doctor", "--json")
+    assert doctor.returncode == 0 and json.loads(doctor.stdout)["ok"]
+    assert json.loads(bide_cmd(home, "stats", "--json").stdout)["total_records"] == before
+    assert bide_cmd(home, "compact").returncode == 0  # and it cleans what the kill left
+    assert not list(home.glob(".compact-*"))
+    assert bide_cmd(home, *command).returncode == 0

@@ -163,8 +163,6 @@ def test_prune_trims_old_checkpoints_but_keeps_the_latest_chain(home: Path) -> N
 def test_a_pruned_seq_is_never_given_again(tmp_path: Path) -> None:
     home = tmp_path / "h"
     with bide.open(home) as e:
-        if not hasattr(e.store, "delete"):
-            pytest.skip("this store has no delete(): the replay fallback may give a seq again")
         e.register(*FLOWS)
         e.start("steps", {"until": 2}, run_id="r-old")
         with e.store.reader() as r:
@@ -208,11 +206,7 @@ def finish_everything(home: Path) -> dict[str, dict]:
         return {run.run_id: (str(run.status), run.state) for run in e.runs()}
 
 
-@pytest.mark.parametrize("path", ["store.delete", "replay"])
-def test_pruned_store_resumes_exactly_like_an_unpruned_one(home: Path, tmp_path: Path, path: str,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    if path == "replay":  # the fallback for a store without `delete`
-        monkeypatch.setattr(maintenance, "_store_delete", lambda store: None)
+def test_pruned_store_resumes_exactly_like_an_unpruned_one(home: Path, tmp_path: Path) -> None:
     twin = tmp_path / "twin"
     shutil.copytree(home, twin)
     with bide.open(home, create=False) as e:
