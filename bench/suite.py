@@ -100,7 +100,7 @@ def _meta(plan: Plan, seed: int) -> dict[str, Any]:
     meta = {"what": plan.what, "quick": plan.quick, "seed": seed, "repeat": plan.repeat,
             "kills_per_case": plan.kills, "bide": __version__, "python": sys.version.split()[0],
             "platform": platform.platform(), "cpus": os.cpu_count(), "lmdb": lmdb.version(),
-            "py_lmdb": lmdb.__version__,
+            "py_lmdb": lmdb.__version__, "commit": _commit(),
             "policies": {p.name: {"durability": p.durability, **p.policy.to_dict(),
                                   "about": p.about} for p in plan.policies}}
     if plan.does_peers:
@@ -109,6 +109,23 @@ def _meta(plan: Plan, seed: int) -> dict[str, Any]:
         meta["langgraph"] = version("langgraph")
         meta["langgraph_checkpoint_sqlite"] = version("langgraph-checkpoint-sqlite")
     return meta
+
+
+def _commit() -> str | None:
+    """The git commit of the code measured (with ``+dirty`` if it has local changes)."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here,
+                              capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=here, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):  # no git here: not a checkout
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def _granularity(plan: Plan, root: Path, tick: Callable[[int], None]) -> list[dict[str, Any]]:

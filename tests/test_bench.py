@@ -90,7 +90,7 @@ def test_quick_values_are_sane(quick_results: dict) -> None:
         if r["policy"] == "default":
             assert r["kills_redo_beyond_one_superstep"] == 0, r
     names = [t["target"] for t in quick_results["targets"]]
-    assert len(names) >= 9 and any("LangGraph" in n for n in names)
+    assert len(names) >= 10 and any("LangGraph" in n for n in names)
 
 
 def test_checkpoint_policy_changes_what_is_committed(quick_results: dict) -> None:
