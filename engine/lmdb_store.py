@@ -53,6 +53,59 @@ _handles: dict[str, tuple[lmdb.Environment, int, str, int]] = {}
 _handles_lock = threading.Lock()
 
 
+class _Gate:
+    """This process's transactions share the gate; changing the map size takes it alone.
+
+    py-lmdb's ``set_mapsize`` cancels every open transaction of the process, so
+    a thread that grows the map (or adopts another process's growth) first
+    waits for the other threads' transactions to end, and none starts meanwhile.
+    A thread's own nested transactions never wait (they would deadlock).
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._resizing = False
+        self._mine = threading.local()
+
+    def _held(self) -> int:
+        return getattr(self._mine, "n", 0)
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            if not self._held():
+                while self._resizing:
+                    self._cond.wait()
+            self._active += 1
+            self._mine.n = self._held() + 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._active -= 1
+                self._mine.n -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._resizing:
+                self._cond.wait()
+            self._resizing = True
+            while self._active > self._held():
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._resizing = False
+                self._cond.notify_all()
+
+
+_gate = _Gate()
+
+
 def _acquire_env(path: Path, durability: str, map_size: int) -> lmdb.Environment:
     """One environment per process and path (LMDB forbids opening it twice)."""
     key = str(path.resolve())
@@ -267,7 +320,12 @@ class LMDBStore:
             try:
                 return self.env.open_db(name.encode())
             except lmdb.MapResizedError:
-                self.env.set_mapsize(0)  # another process grew the map; adopt its size
+                self._adopt_map_size()
+
+    def _adopt_map_size(self) -> None:
+        """Another process grew the map; adopt its size (cancels this process's txns)."""
+        with _gate.exclusive():
+            self.env.set_mapsize(0)
 
     def close(self) -> None:
         if not self._closed:
@@ -283,6 +341,10 @@ class LMDBStore:
             elif int(raw) > STORE_FORMAT:
                 raise NewerStore(self.path, int(raw), STORE_FORMAT)
 
+        with self.reader() as r:  # the common case needs no write lock and no fsync
+            raw = r.txn.get(b"format", db=self.dbs[META])
+        if raw is not None and int(raw) <= STORE_FORMAT:
+            return
         self._write(check)
 
     # -- reading -----------------------------------------------------------
@@ -290,15 +352,18 @@ class LMDBStore:
     def reader(self) -> Iterator[LMDBReader]:
         self._guard(write=False)
         while True:
-            try:
-                txn = self.env.begin(buffers=False)
-                break
-            except lmdb.MapResizedError:
-                self.env.set_mapsize(0)  # another process grew the map; adopt its size
-        try:
-            yield LMDBReader(txn, self.dbs)
-        finally:
-            txn.abort()
+            with _gate.shared():
+                try:
+                    txn = self.env.begin(buffers=False)
+                except lmdb.MapResizedError:
+                    txn = None
+                if txn is not None:
+                    try:
+                        yield LMDBReader(txn, self.dbs)
+                    finally:
+                        txn.abort()
+                    return
+            self._adopt_map_size()
 
     # -- writing -----------------------------------------------------------
     def commit(
@@ -426,12 +491,12 @@ class LMDBStore:
         self._guard(write=True)
         while True:
             try:
-                with self.env.begin(write=True, buffers=False) as txn:
+                with _gate.shared(), self.env.begin(write=True, buffers=False) as txn:
                     return body(txn)
             except lmdb.MapFullError:
                 self._grow(self.env.info()["map_size"])
             except lmdb.MapResizedError:
-                self.env.set_mapsize(0)
+                self._adopt_map_size()
             except (lmdb.DiskError, lmdb.PanicError, lmdb.CorruptedError) as exc:
                 # an I/O error during commit: we cannot know what is on disk; stop writing
                 self._broken = f"the store at {self.path} failed to commit durably ({exc}); " \
@@ -445,7 +510,7 @@ class LMDBStore:
         with open(self.path / "grow.lock", "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                self.env.set_mapsize(0)  # adopt what another process may have done already
+                self._adopt_map_size()  # adopt what another process may have done already
                 size = self.env.info()["map_size"]
                 if size > full_at:
                     return  # another process grew it meanwhile; retry at the new size
@@ -453,7 +518,8 @@ class LMDBStore:
                 new = min(size * 2, self.max_size)
                 if new <= size:
                     raise StoreFull(self.path, self.max_size)
-                self.env.set_mapsize(new)
+                with _gate.exclusive():
+                    self.env.set_mapsize(new)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 

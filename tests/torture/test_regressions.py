@@ -1,0 +1,23 @@
+"""Bugs the torture suite found, one test each, named after the bug."""
+
+from __future__ import annotations
+
+import bide
+
+
+def test_map_growth_while_sibling_threads_commit_does_not_fail_the_run(tmp_path):
+    """py-lmdb's set_mapsize cancels every open transaction of the process. When one
+    parallel sibling filled the map and grew it, a sibling thread's write transaction
+    was cancelled under it ("Attempt to operate on closed/deleted/dropped object") and
+    the run went FAILED. Growing now waits for this process's other transactions."""
+    flow = bide.Flow("grow")
+    names = [f"n{i}" for i in range(6)]
+    for name in names:
+        flow.node(lambda s, c, name=name: {name: name * 40_000}, name=name, start=True)
+    flow.node(lambda s, c: {"done": True}, name="join", after=tuple(names))
+    for i in range(8):
+        with bide.open(tmp_path / f"h{i}", durability="fast", map_size=1 << 17) as eng:
+            eng.register(flow)
+            run = eng.start("grow", run_id="r")
+            assert run.status == "DONE", run.error
+            assert sorted(run.state) == sorted([*names, "done"])
