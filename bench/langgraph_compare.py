@@ -14,6 +14,8 @@ Reported per saver (median of ``--repeat`` fresh runs):
 - ``file B/step``: what the store occupies on disk after the run, / steps. LMDB:
   pages in use; SQLite: the database file after a WAL checkpoint.
 - ``data B/step``: the bytes of the stored values themselves (records, rows).
+- ``written B/step``: bytes this process wrote to files during the run
+  (``/proc/self/io`` wchar; page and journal overhead included; Linux only).
 - ``ms/step``: wall time of the invoke / steps (the graph alone: "no saver").
   Savers take turns, run by run, so a noisy moment on the machine hits all alike.
 
@@ -142,21 +144,30 @@ def available() -> dict[str, Factory]:
     return savers
 
 
-def run_once(factory: Factory, steps: int, kb: int) -> tuple[float, int, int]:
-    """``(seconds, file bytes, data bytes)`` of one fresh run."""
+def written() -> int:
+    """Bytes this process has written to files so far (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/io") as io:
+            return next(int(line.split()[1]) for line in io if line.startswith("wchar"))
+    except OSError:
+        return 0
+
+
+def run_once(factory: Factory, steps: int, kb: int) -> tuple[float, int, int, int]:
+    """``(seconds, file bytes, data bytes, bytes written)`` of one fresh run."""
     with tempfile.TemporaryDirectory() as tmp, factory(Path(tmp)) as (saver, measure):
         graph = build_graph(steps, kb).compile(checkpointer=saver)
         config = {"configurable": {"thread_id": "bench"}, "recursion_limit": steps + 10}
-        start = time.perf_counter()
         sync = {} if saver is None else {"durability": "sync"}  # LangGraph needs a saver for it
+        before, start = written(), time.perf_counter()
         out = graph.invoke({"items": [], "n": 0}, config, **sync)
-        elapsed = time.perf_counter() - start
+        elapsed, wrote = time.perf_counter() - start, written() - before
         assert out["n"] == steps and len(out["items"]) == steps
         if saver is not None:  # what was stored reads back
             again = graph.get_state({"configurable": {"thread_id": "bench"}}).values
             assert again["n"] == steps and len(again["items"]) == steps
         file_bytes, data_bytes = measure()
-        return elapsed, file_bytes, data_bytes
+        return elapsed, file_bytes, data_bytes, wrote
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -168,20 +179,21 @@ def main(argv: list[str] | None = None) -> None:
     savers = available()
     print(f"{args.steps} steps, {args.kb} KB appended per step, durability='sync', "
           f"median of {args.repeat}; cpus={os.cpu_count()}")
-    runs: dict[str, list[tuple[float, int, int]]] = {name: [] for name in savers}
+    runs: dict[str, list[tuple[float, int, int, int]]] = {name: [] for name in savers}
     for _ in range(args.repeat):  # round robin, so a noisy moment hits every saver alike
         for name, factory in savers.items():
             runs[name].append(run_once(factory, args.steps, args.kb))
     rows = []
     for name, done in runs.items():
-        secs, file_b, data_b = (statistics.median(r[i] for r in done) for i in range(3))
-        rows.append((name, file_b / args.steps, data_b / args.steps, secs * 1000 / args.steps))
+        secs, file_b, data_b, wrote = (statistics.median(r[i] for r in done) for i in range(4))
+        rows.append((name, file_b / args.steps, data_b / args.steps, wrote / args.steps,
+                     secs * 1000 / args.steps))
     payload = args.kb * 1024
-    print("\n| saver | file B/step | data B/step | data / payload | ms/step |")
-    print("|---|---:|---:|---:|---:|")
-    for name, file_b, data_b, ms in rows:
+    print("\n| saver | file B/step | data B/step | data / payload | written B/step | ms/step |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, file_b, data_b, wrote, ms in rows:
         ratio = f"{data_b / payload:.1f}x" if data_b else "-"
-        print(f"| {name} | {file_b:,.0f} | {data_b:,.0f} | {ratio} | {ms:.2f} |")
+        print(f"| {name} | {file_b:,.0f} | {data_b:,.0f} | {ratio} | {wrote:,.0f} | {ms:.2f} |")
 
 
 if __name__ == "__main__":
