@@ -62,8 +62,9 @@ class Engine:
         self.home = Path(home)
         self.store = LMDBStore(self.home, durability=durability, create=create,
                                map_size=map_size, max_size=max_size, clock=clock)
-        for sub in ("inbox", "requests"):
-            (self.home / sub).mkdir(exist_ok=True)
+        if create:  # a reading open (the CLI's) changes nothing on disk
+            for sub in ("inbox", "requests"):
+                (self.home / sub).mkdir(exist_ok=True)
         self.durability = durability
         self.lease_ttl = lease_ttl
         self.clock = clock
