@@ -269,6 +269,14 @@ def _is_home(path: Path) -> bool:
     return (path / "store" / "data.mdb").is_file()
 
 
+def _ours(p: Path) -> bool:
+    """What creating a home makes first (a crash while creating it can leave these)."""
+    if p.name in ("inbox", "requests"):
+        return True
+    return p.name == "store" and p.is_dir() and all(
+        c.name in ("lock.mdb", "grow.lock") for c in p.iterdir())
+
+
 def _check_home(path: Path, create: bool) -> None:
     if path.exists() and not path.is_dir():
         raise NotAHome(path, "it is a file, not a directory")
@@ -277,7 +285,7 @@ def _check_home(path: Path, create: bool) -> None:
     if not create:
         raise NotAHome(path, "no store/data.mdb in it (run `bide demo` or open it from Python "
                        "to create a home)")
-    if path.exists() and any(p.name not in ("inbox", "requests") for p in path.iterdir()):
+    if path.exists() and not all(_ours(p) for p in path.iterdir()):
         raise NotAHome(path, "the directory exists, is not empty and has no store/ in it; "
                        "bide will not write into a directory it did not create")
 

@@ -21,3 +21,23 @@ def test_map_growth_while_sibling_threads_commit_does_not_fail_the_run(tmp_path)
             run = eng.start("grow", run_id="r")
             assert run.status == "DONE", run.error
             assert sorted(run.state) == sorted([*names, "done"])
+
+
+def test_a_crash_while_creating_a_home_does_not_brick_it(tmp_path):
+    """Killed between creating ``store/`` and LMDB creating ``data.mdb`` (a random kill
+    trial hit it), the home held an empty ``store/`` and every later open refused it as
+    "not empty and not a bide home". What bide made itself is now recognised."""
+    home = tmp_path / "home"
+    (home / "store").mkdir(parents=True)
+    (home / "store" / "lock.mdb").write_bytes(b"")
+    with bide.open(home, durability="fast") as eng:
+        assert eng.runs() == []
+    other = tmp_path / "other"
+    (other / "store").mkdir(parents=True)
+    (other / "store" / "notes.txt").write_text("mine")
+    try:
+        bide.open(other)
+    except bide.NotAHome:
+        pass
+    else:
+        raise AssertionError("a store/ holding someone else's files was taken over")
