@@ -88,6 +88,14 @@ class _Chain:
     whole: int
 
 
+def _text(*parts: str) -> list[str]:
+    """Ids and names become key parts separated by NUL: refuse one that holds NUL."""
+    for text in parts:
+        if "\x00" in text:
+            raise ValueError(f"LangGraph ids and channel names may not contain NUL: {text!r}")
+    return list(parts)
+
+
 def _checkpoints(r: Reader, prefix: bytes, *,
                  reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
     """Checkpoint entries under ``prefix``, without the entries stored beside them."""
@@ -147,6 +155,7 @@ class Threads:
             updated: list[str] | None, step: int, source: str, meta_run_id: str | None,
             blobs: Sequence[tuple[str, Version, Typed]]) -> None:
         """Store a checkpoint and the values of the channels it changed, in one commit."""
+        _text(thread, ns, checkpoint_id, parent_id or "", *(b[0] for b in blobs))
         now = self.clock()
         chains: dict[str, _Chain | None] = {}
 
@@ -173,6 +182,7 @@ class Threads:
                    task_path: str, writes: Sequence[tuple[int, str, Typed]], replace: bool,
                    error: str | None = None) -> None:
         """Store a task's writes; without ``replace`` a (task, idx) already stored is kept."""
+        _text(thread, ns, checkpoint_id, task_id)
         now = self.clock()
 
         def build(r: Reader) -> list[Record]:
@@ -375,7 +385,9 @@ class Threads:
     # -- retention ---------------------------------------------------------------
     def delete_threads(self, threads: Iterable[str]) -> int:
         """Remove every record of each thread; the threads vanish from ``bide runs``."""
-        wanted = list(threads)
+        wanted = _text(*threads)
+        if not wanted:
+            return 0
 
         def select(r: Reader) -> list[int]:
             doomed = []
@@ -392,7 +404,9 @@ class Threads:
     def delete_for_runs(self, run_ids: Iterable[str]) -> int:
         """Remove the checkpoints whose metadata ``run_id`` is one of ``run_ids``, with their
         writes and the channel values no remaining checkpoint uses."""
-        wanted = list(run_ids)
+        wanted = _text(*run_ids)
+        if not wanted:
+            return 0
 
         def select(r: Reader) -> set[int]:
             doomed: set[int] = set()
@@ -421,7 +435,9 @@ class Threads:
             return self.delete_threads(threads)
         if strategy != "keep_latest":
             raise ValueError(f"prune strategy must be 'keep_latest' or 'delete', not {strategy!r}")
-        wanted = list(threads)
+        wanted = _text(*threads)
+        if not wanted:
+            return 0
 
         def select(r: Reader) -> set[int]:
             doomed: set[int] = set()
@@ -465,6 +481,9 @@ class Threads:
 
     def copy(self, source: str, target: str) -> int:
         """Copy every record of ``source`` to ``target`` (same checkpoint ids); returns count."""
+        _text(source, target)
+        if source == target:
+            return 0
         now = self.clock()
 
         def build(r: Reader) -> list[Record]:
