@@ -87,6 +87,12 @@ def _no_constants(name: str) -> Any:
     raise Refused(f"{name} is not allowed in a decision file")
 
 
+def _bounded_int(text: str) -> int:
+    if len(text) > 20 or not -(2 ** 63) <= int(text) < 2 ** 64:
+        raise Refused(f"integer {text[:24]}{'…' if len(text) > 24 else ''} is out of range")
+    return int(text)
+
+
 def parse(data: bytes) -> dict[str, Any]:
     """Strict JSON: UTF-8, one object, no duplicate keys, no NaN/Infinity, known fields."""
     try:
@@ -94,7 +100,8 @@ def parse(data: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise Refused(f"not UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
-        body = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_no_constants)
+        body = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_no_constants,
+                          parse_int=_bounded_int)
     except (ValueError, RecursionError) as exc:
         if isinstance(exc, Refused):
             raise
@@ -110,7 +117,19 @@ def parse(data: bytes) -> dict[str, Any]:
     for field in ("by", "reason", "run_id", "digest", "sig"):
         if body.get(field) is not None and not isinstance(body[field], str):
             raise Refused(f"field {field!r} must be a string")
+    if "result" in body and body["decision"] != "mark_done":
+        raise Refused("only a 'mark_done' decision carries a 'result'")
     return body
+
+
+def _reason_path(moved: Path) -> Path:
+    """``NAME.error.json`` beside a rejected file: short enough for the filesystem, and
+    never replacing a file (a hostile file may itself be named ``X.error.json``)."""
+    stem = moved.name.encode()[:200].decode(errors="ignore")
+    path, n = moved.with_name(stem + ".error.json"), 1
+    while path.exists() or path.is_symlink():
+        path, n = moved.with_name(f"{stem}.{n}.error.json"), n + 1
+    return path
 
 
 class Inbox:
@@ -170,9 +189,12 @@ class Inbox:
             raise Refused("world-writable: anyone could have changed it")
         if st.st_size > MAX_BYTES:
             raise Refused(f"{st.st_size} bytes is larger than the {MAX_BYTES} byte limit")
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as fh:
+                raw = fh.read(MAX_BYTES + 1)
+        except OSError as exc:  # unreadable, or swapped for something else since the lstat
+            raise Refused(f"cannot read it: {exc.strerror}") from None
         if len(raw) > MAX_BYTES:
             raise Refused(f"larger than the {MAX_BYTES} byte limit")
         return parse(raw), raw
@@ -209,7 +231,7 @@ class Inbox:
 
     def _reject(self, name: str, why: str) -> FileResult:
         moved = self._move(self.work / name, self.dir / "rejected", name)
-        atomic_write_json(moved.with_name(moved.name + ".error.json"),
+        atomic_write_json(_reason_path(moved),
                           {"file": name, "error": why, "at": self.engine.clock()})
         return FileResult(name, False, why)
 
