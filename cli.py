@@ -597,6 +597,10 @@ from .bench.command import bench  # noqa: E402 - registered last, after every co
 
 main.add_command(bench)
 
+from .bench.torture import torture  # noqa: E402 - registered last, like bench
+
+main.add_command(torture)
+
 
 if __name__ == "__main__":
     main()

@@ -87,8 +87,14 @@ def switch(name: str) -> bool:
     return name in _switches
 
 
-def configure(spec: str | None = None) -> None:
-    """Re-read a plan in-process (tests); ``None`` turns every point off."""
-    global _plan
-    _plan = _parse(spec) if spec else None
+def configure(spec: str | None = None, *, switches: str | None = None) -> None:
+    """Re-read a plan in-process (tests, forked torture children).
+
+    ``None`` turns every point off, unless ``BIDE_FAULT_TRACE`` is set (then
+    points are only traced). ``switches`` replaces the test-only switches.
+    """
+    global _plan, _switches
+    _plan = _parse(spec) if spec else ({} if os.environ.get("BIDE_FAULT_TRACE") else None)
     _seen.clear()
+    if switches is not None:
+        _switches = frozenset(filter(None, switches.split(",")))

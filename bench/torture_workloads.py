@@ -1,0 +1,283 @@
+"""The torture suite's workloads, the operator that drives a run to its end, and the facts.
+
+Every workload records each node execution and each real tool side effect as
+one line appended to an effects file *outside* the store (the world's
+counter). ``drive`` plays a correct operator: it starts the run if there is
+none, resumes it after a crash or a failure, drops approval files into the
+inbox and lets a watcher take them, and answers "outcome unknown" by looking
+at the world (``mark_done`` with the real result if the effect happened,
+``retry`` if it did not). It is stateless: run it in a fresh process after any
+crash and it carries the run to the end.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import bide
+from bide.engine.context import idempotency_key
+from bide.engine.inbox import drop_decision
+from bide.engine.watcher import Watcher
+
+RUN_ID = "r1"
+WORKLOADS = ("chain", "fanout", "tools", "approval", "grow", "maintain")
+RESULTS: dict[str, Any] = {
+    "send_email": "sent to ops@example.com",
+    "create_ticket": {"ticket": "T-1"},
+    "git_apply": {"sha": "abc"},
+    "git_push": {"pushed": "p-9"},
+    "charge": "charged",
+    "notify": "notified",
+    "ship": {"shipped": True},
+}
+NON_IDEMPOTENT = ("send_email", "git_push", "charge")  # no reconciler: a human decides
+IDEMPOTENT = ("create_ticket", "notify")
+RECONCILED = ("git_apply", "ship")
+LONG_STEPS = 12
+BLOB = 40_000
+
+
+class World:
+    """The effects file: what really happened, counted outside the store."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def log(self, line: str) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
+    def lines(self) -> Counter[str]:
+        if not self.path.exists():
+            return Counter()
+        return Counter(self.path.read_text().splitlines())
+
+    def happened(self, tool: str, key: str) -> bool:
+        return self.lines()[f"tool:{tool} {key}"] > 0
+
+
+def _tools(world: World) -> dict[str, bide.Tool]:
+    def make(name: str, **options: Any) -> bide.Tool:
+        def fn(*args: Any, idempotency_key: str, **kwargs: Any) -> Any:
+            world.log(f"tool:{name} {idempotency_key}")
+            return RESULTS[name]
+
+        if name in RECONCILED:
+            options["reconcile"] = lambda key, *a, **k: (
+                bide.Outcome.done(RESULTS[name]) if world.happened(name, key)
+                else bide.Outcome.not_done())
+        return bide.tool(fn, name=name, **options)
+
+    return {n: make(n, idempotent=n in IDEMPOTENT) for n in RESULTS}
+
+
+def build_flow(workload: str, world: World) -> bide.Flow:
+    """The flow of a workload; each node logs ``node:<name>@<superstep>`` when it runs."""
+    tools = _tools(world)
+    flow = bide.Flow(f"torture-{workload}")
+    flow.reducer("trail", bide.append)
+
+    def node(name: str, body: Any = None, *, start: bool = False, after: tuple = ()) -> None:
+        def fn(state: Any, ctx: Any) -> Any:
+            world.log(f"node:{name}@{ctx.superstep}")
+            out = {"trail": [name]}
+            if body is not None:
+                out.update(body(state, ctx))
+            return out
+
+        flow.node(fn, name=name, start=start, after=after)
+
+    if workload in ("chain", "maintain", "grow"):
+        blob = (lambda s, c: {f"blob_{c.node}_{c.superstep}": "x" * BLOB}) \
+            if workload == "grow" else None
+        for name in ("a", "b", "c"):
+            node(name, blob, start=True)
+        node("join", after=("a", "b", "c"))
+        node("loop", lambda s, c: {"n": s.get("n", 0) + 1, **(blob(s, c) if blob else {})},
+             after=("join",))
+        flow.route("loop", lambda s: "loop" if s["n"] < 3 else bide.END)
+    elif workload == "fanout":
+        def flaky(state: Any, ctx: Any) -> Any:
+            if world.lines()["node:c@0"] == 1:  # its first execution ever fails
+                raise RuntimeError("c fails the first time")
+            return {"c": "ok"}
+
+        node("a", lambda s, c: {"a": 1}, start=True)
+        node("b", lambda s, c: {"b": 2}, start=True)
+        node("c", flaky, start=True)
+        node("d", lambda s, c: {"d": s["a"] + s["b"]}, after=("a", "b", "c"))
+    elif workload == "tools":
+        node("act", lambda s, c: {
+            "email": c.tool(tools["send_email"], "ops@example.com", body="disk full"),
+            "ticket": c.tool(tools["create_ticket"], "disk full"),
+            "patch": c.tool(tools["git_apply"], "p-9")}, start=True)
+        node("other", lambda s, c: {"other": c.tool(tools["create_ticket"], "other")},
+             start=True)
+        node("after", lambda s, c: {"done": True}, after=("act", "other"))
+    elif workload == "approval":
+        node("search_logs", lambda s, c: {"logs": c.tool(tools["create_ticket"], "logs")},
+             start=True)
+        node("prepare_patch", lambda s, c: {"patch": "p-9"}, start=True)
+
+        def apply(state: Any, ctx: Any) -> Any:
+            if not ctx.approve("apply patch", payload={"patch": state["patch"]},
+                               expires_in=state.get("expires_in")):
+                return {"applied": False}
+            return {"applied": ctx.tool(tools["git_push"], state["patch"])}
+
+        node("apply_patch", apply, after=("search_logs", "prepare_patch"))
+    elif workload == "long":
+        def step(state: Any, ctx: Any) -> Any:
+            i = state.get("i", 0)
+            return {"i": i + 1, f"c{i}": ctx.tool(tools["charge"], i),
+                    f"n{i}": ctx.tool(tools["notify"], i), f"s{i}": ctx.tool(tools["ship"], i)}
+
+        node("begin", start=True)
+        node("side", lambda s, c: {"side": c.tool(tools["notify"], "side")}, start=True)
+        node("step", step, after=("begin", "side"))
+        flow.route("step", lambda s: "step" if s["i"] < LONG_STEPS else bide.END)
+    else:
+        raise ValueError(f"unknown workload {workload!r}")
+    return flow
+
+
+def open_engine(home: Path, workload: str, durability: str) -> bide.Engine:
+    map_size = 1 << 17 if workload == "grow" else 1 << 22
+    return bide.open(home, durability=durability, map_size=map_size)
+
+
+def drive(home: Path, workload: str, durability: str, world: World) -> dict[str, Any]:
+    """Carry the workload's run to its end from wherever it stands; what the operator saw."""
+    seen: list[str] = []
+    counts = Counter[str]()
+    for _ in range(40):
+        with open_engine(home, workload, durability) as eng:
+            eng.register(build_flow(workload, world))
+            status = _step(eng, workload, world, counts)
+            seen.append(status)
+        if status in ("FINISHED", "GAVE_UP"):
+            break
+        if workload == "maintain" and status == "MAINTAIN":
+            _maintain(home)
+            counts["compacted"] += 1
+    return {"seen": seen, **counts}
+
+
+def _step(eng: bide.Engine, workload: str, world: World, counts: Counter[str]) -> str:
+    head = _head(eng)
+    if head is None:
+        eng.start(f"torture-{workload}", input={"n": 0}, run_id=RUN_ID)
+        return "STARTED"
+    status = head.status
+    if status == "DONE":
+        if workload == "maintain" and not counts["compacted"]:
+            bide_prune(eng)
+            return "MAINTAIN"
+        return "FINISHED"
+    if status == "WAITING_APPROVAL":
+        _approve_through_inbox(eng, head)
+        Watcher(eng, log=lambda line: None).once()
+        counts["watched"] += 1
+    elif status == "NEEDS_RECONCILIATION":
+        counts["unknown_surfaced"] += 1
+        _reconcile(eng, head, world)
+        eng.resume(RUN_ID)
+        counts["resumed"] += 1
+    elif status == "FAILED" and (workload != "fanout" or counts["failed"] >= 2):
+        return "GAVE_UP"
+    else:
+        counts["failed"] += status == "FAILED"
+        eng.resume(RUN_ID)
+        counts["resumed"] += 1
+    return status
+
+
+def _head(eng: bide.Engine) -> Any:
+    with eng.store.reader() as r:
+        return r.head(RUN_ID)
+
+
+def bide_prune(eng: bide.Engine) -> None:
+    from bide.engine.maintenance import prune
+
+    prune(eng.store, keep=1)
+
+
+def _maintain(home: Path) -> None:
+    from bide.engine.compaction import compact
+
+    compact(home)
+
+
+def _approve_through_inbox(eng: bide.Engine, head: Any) -> None:
+    """Drop an approval file once; a crashed watcher's claimed file is taken again."""
+    aid = head.waiting["approval_id"]
+    with eng.store.reader() as r:
+        req = r.approval(aid)
+    inbox = eng.home / "inbox"
+    dropped = any(n.startswith(aid) for d in (inbox, inbox / ".work") if d.exists()
+                  for n in os.listdir(d))
+    if req is not None and req.decision is None and not dropped:
+        drop_decision(eng.home, aid, "approve", by="operator", reason="torture",
+                      run_id=req.run_id, digest=req.digest)
+
+
+def _reconcile(eng: bide.Engine, head: Any, world: World) -> None:
+    """Decide an unknown outcome the way a careful human would: look at the world."""
+    waiting = head.waiting
+    key = idempotency_key(RUN_ID, waiting["intent"])
+    if world.happened(waiting["tool"], key):
+        eng.decide(waiting["approval_id"], "mark_done", by="operator",
+                   reason="the effect is there", result=RESULTS[waiting["tool"]])
+    else:
+        eng.decide(waiting["approval_id"], "retry", by="operator", reason="never happened")
+
+
+def facts(home: Path, workload: str, durability: str) -> dict[str, Any]:
+    """What the store holds now: committed tasks, intents in doubt, records present."""
+    out: dict[str, Any] = {"exists": (home / "store" / "data.mdb").exists(), "committed": [],
+                           "unknown": [], "seqs": [], "last_seq": 0}
+    if not out["exists"]:
+        return out
+    with open_engine(home, workload, durability) as eng:
+        with eng.store.reader() as r:
+            out["last_seq"] = r.last_seq()
+            out["seqs"] = [seq for seq, _ in r.log()]
+            if r.head(RUN_ID) is None:
+                return out
+            for seq, rtype in r.run_entries(RUN_ID):
+                if rtype == "pending_write":
+                    w = r.record(seq)
+                    out["committed"].append(f"node:{w.node}@{w.superstep}")
+            out["unknown"] = [i.tool for i in r.intents(RUN_ID)
+                              if i.status in ("prepared", "unknown")]
+    return out
+
+
+def final(home: Path, workload: str, durability: str) -> dict[str, Any]:
+    """The run's end: status, state, intents, and what ``bide doctor`` says."""
+    from bide.engine.maintenance import doctor
+
+    with open_engine(home, workload, durability) as eng:
+        report = doctor(eng.store)
+        head = _head(eng)
+        return {"status": head.status if head else None,
+                "state": eng.state(RUN_ID) if head else None,
+                "doctor": [str(p) for p in report.problems] if not report.ok else [],
+                "readers_cleared": eng.store.reader_check()}
+
+
+def wait_until(predicate: Any, timeout: float, step: float = 0.01) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
