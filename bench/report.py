@@ -275,6 +275,7 @@ def _plot_redo(ax: Any, results: dict[str, Any]) -> None:
         ax.scatter(xs, [rows[p]["redo_max"] for p in policies], marker="_", s=80, color="k")
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(policies))], policies, rotation=30,
                   ha="right", fontsize=8)
+    ax.set_yscale("symlog", linthresh=1)
     ax.set_ylabel("node executions redone per kill (bar mean, tick max)")
     ax.set_title(f"redo after SIGKILL ({redo[0]['kills']} kills per bar)")
     ax.legend(fontsize=6)

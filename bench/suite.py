@@ -55,10 +55,21 @@ class Plan:
         return peers.variants() if self.does_peers else []
 
     @property
+    def timed_workloads(self) -> list[Workload]:
+        return self.granularity if self.does_granularity else self.peer_workloads
+
+    @property
+    def timed_policies(self) -> tuple[BenchPolicy, ...]:
+        """All policies; for ``peers`` alone, the two that the peers are compared with."""
+        if self.does_granularity:
+            return self.policies
+        return tuple(p for p in self.policies if p.name in ("default", "fast"))
+
+    @property
     def units(self) -> int:
         n = 0
         if self.does_granularity or self.does_peers:
-            n += len(self.granularity) * len(self.policies)
+            n += len(self.timed_workloads) * len(self.timed_policies)
         if self.does_granularity:
             n += len(self.crash) * len(self.policies) * self.kills
         n += len(self.peer_workloads) * len(self.peer_variants())
@@ -81,16 +92,15 @@ def run(plan: Plan, *, home: str | Path | None = None, seed: int = 0, jobs: int 
     out: dict[str, Any] = {"meta": _meta(plan, seed), "granularity": [], "redo": [], "peers": []}
     try:
         if plan.does_granularity or plan.does_peers:
-            out["granularity"] = _granularity(plan, root / "granularity", tick)
+            out["granularity"], out["peers"] = _timed(plan, root / "granularity", tick)
         if plan.does_granularity:
             out["redo"] = _crashes(plan, root / "crash", seed, jobs, out["granularity"], tick)
-        if plan.does_peers:
-            out["peers"] = _peers(plan, tick)
-        elif plan.peer_skip and plan.what != "granularity":
+        if plan.peer_skip and plan.what != "granularity":
             out["meta"]["peers_skipped"] = plan.peer_skip
     finally:
         root_ctx.cleanup()
     out["meta"]["seconds"] = time.perf_counter() - started
+    out["meta"]["loadavg_end"] = os.getloadavg()
     return out
 
 
@@ -100,7 +110,7 @@ def _meta(plan: Plan, seed: int) -> dict[str, Any]:
     meta = {"what": plan.what, "quick": plan.quick, "seed": seed, "repeat": plan.repeat,
             "kills_per_case": plan.kills, "bide": __version__, "python": sys.version.split()[0],
             "platform": platform.platform(), "cpus": os.cpu_count(), "lmdb": lmdb.version(),
-            "py_lmdb": lmdb.__version__, "commit": _commit(),
+            "py_lmdb": lmdb.__version__, "commit": _commit(), "loadavg_start": os.getloadavg(),
             "policies": {p.name: {"durability": p.durability, **p.policy.to_dict(),
                                   "about": p.about} for p in plan.policies}}
     if plan.does_peers:
@@ -128,16 +138,21 @@ def _commit() -> str | None:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
-def _granularity(plan: Plan, root: Path, tick: Callable[[int], None]) -> list[dict[str, Any]]:
-    rows = []
-    for w in plan.granularity:
+def _timed(plan: Plan, root: Path, tick: Callable[[int], None]
+           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """bide's policies, then LangGraph, workload by workload: close in time, so a
+    change in the machine's load between them is as small as it can be."""
+    rows, peer_rows = [], []
+    for w in plan.timed_workloads:
         baseline = measure.baseline_seconds(w, max(plan.repeat, 5))
-        for p in plan.policies:
+        for p in plan.timed_policies:
             home = root / f"{w.kind}-{w.size}-{w.payload}-{p.name}"
             rows.append(measure.measure(w, p, home, repeat=plan.repeat, baseline=baseline))
             _remove_home(home)
             tick(1)
-    return rows
+        if w in plan.peer_workloads and plan.does_peers:
+            peer_rows.extend(_peers(plan, w, tick))
+    return rows, peer_rows
 
 
 def _remove_home(home: Path) -> None:
@@ -166,11 +181,10 @@ def _crashes(plan: Plan, root: Path, seed: int, jobs: int, rows: list[dict[str, 
         return list(pool.map(one, cases))
 
 
-def _peers(plan: Plan, tick: Callable[[int], None]) -> list[dict[str, Any]]:
+def _peers(plan: Plan, w: Workload, tick: Callable[[int], None]) -> list[dict[str, Any]]:
     rows = []
-    for w in plan.peer_workloads:
-        baseline = peers.baseline_seconds(w, max(plan.repeat, 5))
-        for variant in plan.peer_variants():
-            rows.append(peers.measure(w, variant, repeat=plan.repeat, baseline=baseline))
-            tick(1)
+    baseline = peers.baseline_seconds(w, max(plan.repeat, 5))
+    for variant in plan.peer_variants():
+        rows.append(peers.measure(w, variant, repeat=plan.repeat, baseline=baseline))
+        tick(1)
     return rows
