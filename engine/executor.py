@@ -18,7 +18,7 @@ from . import faults
 from .approvals import write_request_file
 from .flow import Flow
 from .policy import Policy
-from .state import Op, fold
+from .state import DEFERRED, Op, fold
 from .store import Store
 from .tasks import TaskResult, run_tasks
 
@@ -49,12 +49,14 @@ class Execution:
         self.token, self.owner, self.policy, self.clock = token, owner, policy, clock
         self.lease_ttl = lease_ttl
         self.stopping: threading.Event | None = None
+        self.countdown: Any = None
         self.fingerprint = flow.fingerprint()
         c = cursor
         self.version, self.superstep, self.state = c.version, c.superstep, c.state
         self.next, self.counts, self.seen = c.next, c.counts, c.seen
         self.base, self.deltas, self.scan_from, self.found = c.base, c.deltas, c.scan_from, c.found
         self.absorbed: list[int] = []
+        self.deferred: list[Op] = []
         self.inline: list[Op] = []
         self.committed: list[str] = []
         self.last_committed: list[str] = []
@@ -76,11 +78,13 @@ class Execution:
                     return
                 tasks = [(f"{self.superstep}:{name}:0", name) for name in self.next]
                 results = self._results(tasks)
+                self._commit_deferred(results, keep=self._checkpoint_follows(results))
                 if self._stopped_by(results):
                     return
                 try:
                     self._fold(results)
                 except Exception as exc:  # a reducer or route failed: the superstep cannot fold
+                    self._commit_deferred(results, keep=False)
                     self._fail("(fold)", "".join(traceback.format_exception(exc)))
                     return
                 if self.next and self.policy.due(self.steps_since_cp):
@@ -99,6 +103,28 @@ class Execution:
         for r in run_tasks(self, todo):
             done[r.task] = r
         return [done[task] for task, _ in tasks]
+
+    def _checkpoint_follows(self, results: list[TaskResult]) -> bool:
+        """Will this superstep fold and commit a checkpoint at once (if nothing fails)?
+
+        Only then may the last task's output ride in the checkpoint; ``next`` is not
+        known before folding, so a final (DONE) checkpoint under "exit" or every-N
+        commits the output on its own: a pending write is never wrong, only larger.
+        """
+        if any(r.kind != "ok" for r in results):
+            return False
+        return self.policy.due(self.steps_since_cp + 1)
+
+    def _commit_deferred(self, results: list[TaskResult], keep: bool) -> None:
+        """The output of the task that finished last: keep it for the checkpoint, or commit."""
+        for i, r in enumerate(results):
+            if r.kind == "ok" and r.seq is None and self.policy.pending_writes:
+                if keep:
+                    continue
+                record = PendingWrite(run_id=self.run_id, task=r.task, superstep=self.superstep,
+                                      node=r.node, ops=r.ops, at=self.clock())
+                results[i].seq = self.commit([record])[0]
+                faults.point("after_pending_write")
 
     def _stopped_by(self, results: list[TaskResult]) -> bool:
         """Handle a lost lease, a failure or a pause; True if the run stops here."""
@@ -149,7 +175,12 @@ class Execution:
         self.next = self.flow.successors(names, state, counts, seen)
         self.state, self.counts, self.seen = state, counts, seen
         if self.policy.pending_writes:
-            self.absorbed.extend(r.seq for r in results if r.seq is not None)
+            for r in results:
+                if r.seq is not None:
+                    self.absorbed.append(r.seq)
+                else:  # the last task's output, committed with this checkpoint
+                    self.absorbed.append(DEFERRED)
+                    self.deferred = list(r.ops)
         else:
             self.inline.extend(op for _, ops in writes for op in ops if op[1] != "custom")
         self.inline.extend(custom)
@@ -165,7 +196,8 @@ class Execution:
         cp = Checkpoint(
             run_id=self.run_id, version=self.version, superstep=self.superstep, status=status,
             full=full, state=self.state if full else None, base=-1 if full else self.base,
-            writes=[] if full else self.absorbed, ops=[] if full else self.inline,
+            writes=[] if full else self.absorbed, deferred=[] if full else self.deferred,
+            ops=[] if full else self.inline,
             committed=self.committed or self.last_committed, next=self.next, counts=self.counts, seen=self.seen,
             waiting=waiting, scan_from=-1 if folding else self.scan_from,
             flow=self.flow.name if full else "", fingerprint=self.fingerprint if full else "",
@@ -184,7 +216,7 @@ class Execution:
         if folding:
             self.scan_from = seq
         self.last_committed = self.committed or self.last_committed
-        self.absorbed, self.inline, self.committed = [], [], []
+        self.absorbed, self.inline, self.committed, self.deferred = [], [], [], []
         self.steps_since_cp = 0
 
     def _renew(self) -> None:

@@ -136,8 +136,10 @@ class Flow:
     ) -> list[str]:
         """The nodes triggered by ``completed``; updates ``counts`` and ``seen`` in place."""
         done = set(completed)
+        joined = self._join_deps()
         for name in completed:
-            counts[name] = counts.get(name, 0) + 1
+            if name in joined:  # only joins need to count completions (keeps checkpoints small)
+                counts[name] = counts.get(name, 0) + 1
         triggered: set[str] = set()
         for name in completed:
             if name in self.routes:
@@ -145,11 +147,17 @@ class Flow:
         for node in self.nodes.values():
             if not node.after or done.isdisjoint(node.after):
                 continue
+            if len(node.after) == 1:
+                triggered.add(node.name)
+                continue
             last = seen.get(node.name, {})
             if all(counts.get(dep, 0) > last.get(dep, 0) for dep in node.after):
                 triggered.add(node.name)
                 seen[node.name] = {dep: counts.get(dep, 0) for dep in node.after}
         return self.order(triggered)
+
+    def _join_deps(self) -> set[str]:
+        return {dep for n in self.nodes.values() if len(n.after) > 1 for dep in n.after}
 
     def _routed(self, src: str, target: Any) -> list[str]:
         targets = [target] if target is None or isinstance(target, str) else list(target)

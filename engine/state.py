@@ -17,6 +17,7 @@ from .flow import Flow, reducer_kind
 from .store import Reader
 
 Op = tuple[str, str, Any]
+DEFERRED = -1  # in Checkpoint.writes: the checkpoint's own ``deferred`` ops go here
 
 
 def to_ops(flow: Flow, node: str, update: Any) -> list[Op]:
@@ -105,9 +106,13 @@ def fold(
 def apply_delta(reader: Reader, state: dict[str, Any], cp: Checkpoint) -> None:
     """Apply a delta checkpoint: the pending writes it absorbed, then its own ops."""
     for seq in cp.writes:
-        write = reader.record(seq)
-        assert isinstance(write, PendingWrite)
-        for op in write.ops:
+        if seq == DEFERRED:
+            ops = cp.deferred
+        else:
+            write = reader.record(seq)
+            assert isinstance(write, PendingWrite)
+            ops = write.ops
+        for op in ops:
             if op[1] != "custom":
                 apply_op(state, op)
     for op in cp.ops:

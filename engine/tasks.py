@@ -8,6 +8,7 @@ sibling never costs the work of a task that finished.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -40,10 +41,31 @@ class TaskResult:
     exc: BaseException | None = None
 
 
+class _Countdown:
+    """Which task finishes last: its output may ride with the checkpoint that follows."""
+
+    def __init__(self, n: int) -> None:
+        self.left, self.lock, self.done = n, threading.Lock(), set()
+
+    def last(self, task: str) -> bool:
+        """Count ``task`` as finished (once); True if no other task is still running."""
+        with self.lock:
+            if task not in self.done:
+                self.done.add(task)
+                self.left -= 1
+            return self.left == 0
+
+
 def run_tasks(ex: Execution, tasks: list[tuple[str, str]]) -> list[TaskResult]:
-    """Run ``(task_id, node)`` pairs; results in the given order."""
+    """Run ``(task_id, node)`` pairs; results in the given order.
+
+    Every task but the one that finishes last commits its pending write at once;
+    the last one's output is returned uncommitted (``seq`` None) for the executor
+    to commit with the checkpoint, or on its own if no checkpoint follows.
+    """
     if not tasks:
         return []
+    ex.countdown = _Countdown(len(tasks))
     nodes = [ex.flow.nodes[name] for _, name in tasks]
     if any(n.is_async for n in nodes):
         return asyncio.run(_gather(ex, tasks))
@@ -70,7 +92,7 @@ def _run_sync(ex: Execution, task: str, name: str) -> TaskResult:
         try:
             return _finish(ex, task, name, node.fn(MappingProxyType(ex.state), ctx))
         except BaseException as exc:  # noqa: BLE001 - sorted below; pauses are not errors
-            result = _failed(task, name, exc, attempt, node.retries)
+            result = _failed(ex, task, name, exc, attempt, node.retries)
         if result is not None:
             return result
         time.sleep(node.retry_backoff * (2 ** attempt))
@@ -86,7 +108,7 @@ async def _run_async(ex: Execution, task: str, name: str) -> TaskResult:
             update = await node.fn(MappingProxyType(ex.state), ctx)
             return await asyncio.to_thread(_finish, ex, task, name, update)
         except BaseException as exc:  # noqa: BLE001 - sorted below
-            result = _failed(task, name, exc, attempt, node.retries)
+            result = _failed(ex, task, name, exc, attempt, node.retries)
         if result is not None:
             return result
         await asyncio.sleep(node.retry_backoff * (2 ** attempt))
@@ -96,7 +118,7 @@ async def _run_async(ex: Execution, task: str, name: str) -> TaskResult:
 def _finish(ex: Execution, task: str, name: str, update: Any) -> TaskResult:
     ops = to_ops(ex.flow, name, update)
     seq = None
-    if ex.policy.pending_writes:
+    if ex.policy.pending_writes and not ex.countdown.last(task):
         record = PendingWrite(run_id=ex.run_id, task=task, superstep=ex.superstep, node=name,
                               ops=ops, at=ex.clock())
         seq = ex.commit([record])[0]
@@ -104,9 +126,17 @@ def _finish(ex: Execution, task: str, name: str, update: Any) -> TaskResult:
     return TaskResult(task, name, "ok", ops, seq)
 
 
-def _failed(task: str, name: str, exc: BaseException, attempt: int, retries: int
-            ) -> TaskResult | None:
+def _failed(ex: Execution, task: str, name: str, exc: BaseException, attempt: int,
+            retries: int) -> TaskResult | None:
     """A result for a task that stopped, or None to retry it."""
+    result = _stopped(task, name, exc, attempt, retries)
+    if result is not None:
+        ex.countdown.last(task)
+    return result
+
+
+def _stopped(task: str, name: str, exc: BaseException, attempt: int, retries: int
+             ) -> TaskResult | None:
     if isinstance(exc, Paused):
         return TaskResult(task, name, "pause", pause=exc)
     if isinstance(exc, StaleLease):

@@ -61,6 +61,8 @@ class Checkpoint(Record, frozen=True, kw_only=True, omit_defaults=True):
     A full checkpoint carries ``state``; a delta carries ``writes`` (log seqs of
     the pending writes it absorbed, replayed through their ops) and ``ops``
     (updates not stored elsewhere), on top of the full checkpoint at ``base``.
+    A ``-1`` in ``writes`` stands for ``deferred``: the output of the task that
+    finished last, committed here instead of as its own pending write.
     Pending writes of the superstep to run next are searched from ``scan_from``
     (-1: after this checkpoint; a pause keeps the writes that came before it).
     """
@@ -74,6 +76,7 @@ class Checkpoint(Record, frozen=True, kw_only=True, omit_defaults=True):
     state: dict[str, Any] | None = None
     base: int = -1
     writes: list[int] = []
+    deferred: list[Op] = []
     ops: list[Op] = []
     committed: list[str] = []
     next: list[str] = []

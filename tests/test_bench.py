@@ -81,7 +81,10 @@ def test_quick_values_are_sane(quick_results: dict) -> None:
         assert r["ms_per_superstep"] > 0 and r["baseline_ms_per_superstep"] > 0
         assert r["read_latest_ms"] > 0
         if r["policy_options"]["pending_writes"]:
-            assert r["bytes_by_type"].get("pending_write", 0) >= r["logical_bytes"]
+            # every output is stored once: in its pending write, or (the superstep's last
+            # task's) in the checkpoint that folds it
+            stored = r["bytes_by_type"].get("pending_write", 0) + r["bytes_by_type"]["checkpoint"]
+            assert stored >= r["logical_bytes"]
         else:
             assert "pending_write" not in r["bytes_by_type"]
     for r in quick_results["redo"]:
@@ -97,7 +100,8 @@ def test_checkpoint_policy_changes_what_is_committed(quick_results: dict) -> Non
     rows = {(r["spec"], r["policy"]): r for r in quick_results["granularity"]}
     spec = "linear:10:1000"
     every = rows[(spec, "default")]["commits"]
-    assert rows[(spec, "every-4-no-pw")]["commits"] < rows[(spec, "no-pw")]["commits"] < every
+    # in a chain the one task's output rides in the checkpoint, so pending writes cost no commit
+    assert rows[(spec, "every-4-no-pw")]["commits"] < rows[(spec, "no-pw")]["commits"] <= every
     assert rows[(spec, "full")]["bytes_committed"] > rows[(spec, "default")]["bytes_committed"]
 
 

@@ -55,6 +55,8 @@ with bide.open(home, durability=durability) as engine:
     engine.register(flow)
     if action == "start":
         run = engine.start("chain", input={"n": 0}, run_id=run_id, policy=policy)
+    elif action == "get":
+        run = engine.get(run_id)
     else:
         run = engine.resume(run_id)
     print(json.dumps({"status": run.status.value, "state": run.state}))
