@@ -332,6 +332,8 @@ class Pool:
                 p.stdin.close()
         for p in self.procs:
             p.wait(timeout=30)
+            if p.stdout:
+                p.stdout.close()
 
     def __enter__(self) -> Pool:
         return self
@@ -424,7 +426,7 @@ class Tally:
 class Plan:
     """How big a torture run is. ``nightly()`` is the ≥100,000-crash size."""
 
-    occurrences: int | None = 6
+    occurrences: int | None = 10
     repeat: int = 1
     random_trials: int = 300
     corpus: bool = True
@@ -480,7 +482,7 @@ def _command() -> Any:
                   help="Seed of the random kill moments (printed with any failure).")
     @click.option("--occurrences", type=click.IntRange(min=0), default=None,
                   help="Crash at occurrences 1..K of each fault point; 0 = every occurrence "
-                       "[default 6; --nightly 0].")
+                       "[default 10; --nightly 0].")
     @click.option("--repeat", type=click.IntRange(min=1), default=None,
                   help="Run the matrix this many times [default 1; --nightly 30].")
     @click.option("--nightly", is_flag=True, help="The nightly size: at least 100,000 crashes.")

@@ -124,10 +124,10 @@ def generate() -> list[dict[str, Any]]:
         add("expired", _dump(valid(EXPIRED, reason=f"late {i}")))
     from bide.engine.inbox import sign
 
-    for i, (key, mutate) in enumerate([
+    for key, mutate in [
         (None, {}), (b"wrong-key", {}), (KEY, {"by": "someone else"}),
         (KEY, {"decision": "reject"}), (KEY, {"run_id": OLD}), (b"", {}),
-    ]):
+    ]:
         body = valid()
         if key is not None:
             body["sig"] = sign(body, key)
@@ -210,7 +210,7 @@ def run_corpus(base: Path, files: list[dict[str, Any]] | None = None,
     """Drop every hostile file (good files between them) into a served inbox; check."""
     import bide
     from bide.bench.torture_workloads import World, build_flow
-    from bide.engine.inbox import drop_decision, sign
+    from bide.engine.inbox import drop_decision
     from bide.engine.watcher import Watcher
 
     base = Path(base) / f"corpus-{os.getpid()}-{time.monotonic_ns()}"

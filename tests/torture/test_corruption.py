@@ -4,10 +4,9 @@ and stays readable; a failed fsync stops the engine."""
 
 from __future__ import annotations
 
+import bide
 import lmdb
 import pytest
-
-import bide
 from bide.bench.torture_workloads import World, build_flow, drive
 from bide.engine.errors import DurabilityLost, StoreFull
 from bide.engine.lmdb_store import LOG, seq_key
@@ -36,7 +35,7 @@ def records(tmp_path_factory):
 
 def test_every_truncation_and_bit_flip_of_every_record_type_is_detected(records):
     _, by_type = records
-    for name, (_, seq, raw) in by_type.items():
+    for _name, (_, seq, raw) in by_type.items():
         for n in range(len(raw)):
             with pytest.raises(CorruptRecord):
                 decode(raw[:n], key=seq)
