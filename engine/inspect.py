@@ -74,6 +74,29 @@ def head_of(reader: Reader, run_id: str) -> RunHead:
     return head
 
 
+LANGGRAPH_FLOW = "langgraph"
+
+
+class LangGraphThread(RunError):
+    """The run is a LangGraph thread: its state lives in LangGraph's channels, not ours."""
+
+    def __init__(self, run_id: str, what: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"{run_id!r} is a LangGraph thread: `bide {what}` reads bide flows' checkpoints. "
+            "Read its state through the graph (graph.get_state(config)); `bide runs`, `show`, "
+            "`log`, `doctor` and `stats` work on it"
+        )
+
+
+def bide_head(reader: Reader, run_id: str, what: str) -> RunHead:
+    """The head of a run of a bide flow (LangGraph threads have no bide checkpoints)."""
+    head = head_of(reader, run_id)
+    if head.flow == LANGGRAPH_FLOW:
+        raise LangGraphThread(run_id, what)
+    return head
+
+
 # -- leases --------------------------------------------------------------------
 def lease_of(reader: Reader, head: RunHead, now: float) -> dict[str, Any] | None:
     """Who holds the run's lease, until when, and whether it is live.
@@ -142,7 +165,7 @@ def show(engine: Engine, run_id: str, *, now: float | None = None) -> dict[str, 
     with engine.store.reader() as r:
         head = head_of(r, run_id)
         lease = lease_of(r, head, now)
-        pending = pending_writes(r, head)
+        pending = {} if head.flow == LANGGRAPH_FLOW else pending_writes(r, head)
     return {
         "run_id": head.run_id,
         "state_version": head.state_version,
@@ -257,6 +280,8 @@ def describe(record: Record) -> str:  # noqa: C901 - one arm per record type
 # -- checkpoints and states ----------------------------------------------------------
 def checkpoints(engine: Engine, run_id: str) -> list[dict[str, Any]]:
     """Each checkpoint: version, superstep, status, full/delta, committed, next, bytes."""
+    with engine.store.reader() as r:
+        bide_head(r, run_id, "checkpoints")
     return [{"seq": c.seq, "version": c.version, "superstep": c.superstep, "status": c.status,
              "full": c.full, "committed": c.committed, "next": c.next, "bytes": c.bytes,
              "at": c.at} for c in engine.checkpoints(run_id)]
@@ -268,7 +293,7 @@ def version_seq(reader: Reader, run_id: str, version: int | None) -> tuple[int, 
     Raises:
         UnknownRun, UnknownVersion.
     """
-    head = head_of(reader, run_id)
+    head = bide_head(reader, run_id, "state")
     if version is None:
         return head.checkpoint, head.state_version
     found, known = None, []
@@ -355,6 +380,8 @@ def export(engine: Engine, run_id: str, *, now: float | None = None) -> dict[str
     """Everything stored about one run, as one JSON document (for a bug report)."""
     now = time.time() if now is None else now
     snapshot = show(engine, run_id, now=now)
+    if snapshot["flow"] == LANGGRAPH_FLOW:
+        raise LangGraphThread(run_id, "export")
     version, current = state(engine, run_id)
     with engine.store.reader() as r:
         approvals = [plain(a) for a in r.approvals() if a.run_id == run_id]

@@ -179,6 +179,8 @@ class Engine:
         out = []
         with self.store.reader() as r:
             for head in r.heads():
+                if head.flow == "langgraph":
+                    continue  # LangGraph threads are advanced by invoking their graph
                 if head.status in ("PENDING", "INTERRUPTED"):
                     out.append(head)
                 elif head.status in WAITING_STATUSES:

@@ -31,7 +31,7 @@ def encode(record: Record) -> bytes:
     """
     try:
         body = _encoder.encode(record)
-    except (TypeError, OverflowError) as exc:
+    except (TypeError, OverflowError, UnicodeEncodeError) as exc:
         raise NotSerializable(f"{record.TYPE} record", str(exc)) from exc
     return frame(record.TYPE, record.VERSION, body)
 
@@ -79,7 +79,7 @@ def check_serializable(value: Any, what: str) -> bytes:
     """Encode ``value`` or raise :class:`NotSerializable` naming ``what``."""
     try:
         return _encoder.encode(value)
-    except (TypeError, OverflowError) as exc:
+    except (TypeError, OverflowError, UnicodeEncodeError) as exc:  # lone surrogates too
         raise NotSerializable(what, str(exc)) from exc
 
 

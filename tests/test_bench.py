@@ -127,3 +127,31 @@ def test_bench_is_a_cli_command() -> None:
     from bide.cli import main
 
     assert main.get_command(None, "bench") is bench  # type: ignore[arg-type]
+
+
+# -- engine design limits the benchmark found (xfail strict: they start passing when fixed) ----
+
+def _checkpoint_sizes(tmp_path: Path, w: Workload) -> list[bide.CheckpointInfo]:
+    with bide.open(tmp_path / w.spec.replace(":", "-"), durability="fast") as engine:
+        flow = w.flow()
+        engine.register(flow)
+        run = engine.start(flow.name, w.initial())
+        return engine.checkpoints(run.run_id)
+
+
+def test_delta_checkpoints_do_not_grow_with_the_nodes_already_run(tmp_path: Path) -> None:
+    small = _checkpoint_sizes(tmp_path, Workload("linear", 10, 100))
+    large = _checkpoint_sizes(tmp_path, Workload("linear", 100, 100))
+    biggest = lambda cps: max(c.bytes for c in cps if not c.full)  # noqa: E731
+    assert biggest(large) <= 1.5 * biggest(small)
+
+
+@pytest.mark.xfail(strict=True, reason="full_every counts checkpoints, not bytes: a full snapshot "
+                   "every 64 deltas re-stores a state that grows with the run, so full-snapshot "
+                   "bytes grow as K^2/64 (engine/executor.py _checkpoint)")
+def test_full_snapshot_bytes_grow_linearly_with_run_length(tmp_path: Path) -> None:
+    fulls = {}
+    for k in (100, 1000):
+        fulls[k] = sum(c.bytes for c in _checkpoint_sizes(tmp_path, Workload("long", k, 10))
+                       if c.full)
+    assert fulls[1000] <= 10 * 1.5 * fulls[100]

@@ -100,3 +100,13 @@ def test_body_that_does_not_match_schema_is_corrupt_not_crash():
     raw = frame("checkpoint", 1, msgspec.msgpack.encode({"run_id": 5}))
     with pytest.raises(CorruptRecord, match="key 11"):
         decode(raw, key=11)
+
+
+def test_lone_surrogate_is_not_serializable_not_a_crash():
+    from bide.formats import NotSerializable, check_serializable
+    from bide.formats.records import RunCreated
+
+    with pytest.raises(NotSerializable):
+        check_serializable({"k": "\ud800"}, "state")
+    with pytest.raises(NotSerializable):
+        encode(RunCreated(run_id="r", flow="f", input={"k": "\udcff"}))

@@ -1,0 +1,56 @@
+"""A LangGraph thread in a bide home: the CLI and recover treat it as what it is."""
+
+from __future__ import annotations
+
+import json
+import operator
+from typing import Annotated, TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from click.testing import CliRunner  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+
+import bide  # noqa: E402
+from bide.cli import main  # noqa: E402
+from bide.engine.langgraph_saver import BideSaver  # noqa: E402
+
+
+class State(TypedDict):
+    log: Annotated[list, operator.add]
+
+
+def graph_thread(home) -> None:
+    builder = StateGraph(State)
+    builder.add_node("step", lambda s: {"log": ["x"]})
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    with BideSaver.from_home(home, durability="fast") as saver:
+        builder.compile(checkpointer=saver).invoke(
+            {"log": []}, {"configurable": {"thread_id": "t-1"}})
+
+
+def test_cli_on_a_langgraph_thread(tmp_path):
+    home = tmp_path / "home"
+    graph_thread(home)
+    cli = CliRunner()
+    runs = cli.invoke(main, ["runs", "--home", str(home), "--json"])
+    assert runs.exit_code == 0 and json.loads(runs.output)[0]["flow"] == "langgraph"
+    shown = cli.invoke(main, ["show", "t-1", "--home", str(home), "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["pending_writes"] == {}
+    for cmd in (["state", "t-1"], ["checkpoints", "t-1"], ["export", "t-1"]):
+        out = cli.invoke(main, [*cmd, "--home", str(home)])
+        assert out.exit_code == 1 and "LangGraph thread" in out.output, (cmd, out.output)
+    assert cli.invoke(main, ["doctor", "--home", str(home)]).exit_code == 0
+
+
+def test_recover_leaves_langgraph_threads_alone(tmp_path):
+    home = tmp_path / "home"
+    graph_thread(home)
+    with bide.open(home, durability="fast", clock=lambda: 9e12) as eng:
+        before = list(eng.records("t-1"))
+        assert eng.recover(max_age=1) == []
+        assert list(eng.records("t-1")) == before
