@@ -426,9 +426,9 @@ class Tally:
 class Plan:
     """How big a torture run is. ``nightly()`` is the ≥100,000-crash size."""
 
-    occurrences: int | None = 10
+    occurrences: int | None = 12
     repeat: int = 1
-    random_trials: int = 300
+    random_trials: int = 450
     corpus: bool = True
     seed: int = 0
     jobs: int = 2
@@ -477,12 +477,12 @@ def _command() -> Any:
 
     @click.command("torture")
     @click.option("--trials", type=click.IntRange(min=0), default=None,
-                  help="Random kill trials [default 300; --nightly 20,000].")
+                  help="Random kill trials [default 450; --nightly 20,000].")
     @click.option("--seed", type=int, default=0, show_default=True,
                   help="Seed of the random kill moments (printed with any failure).")
     @click.option("--occurrences", type=click.IntRange(min=0), default=None,
                   help="Crash at occurrences 1..K of each fault point; 0 = every occurrence "
-                       "[default 10; --nightly 0].")
+                       "[default 12; --nightly 0].")
     @click.option("--repeat", type=click.IntRange(min=1), default=None,
                   help="Run the matrix this many times [default 1; --nightly 30].")
     @click.option("--nightly", is_flag=True, help="The nightly size: at least 100,000 crashes.")
