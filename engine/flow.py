@@ -134,12 +134,14 @@ class Flow:
         counts: dict[str, int],
         seen: dict[str, dict[str, int]],
     ) -> list[str]:
-        """The nodes triggered by ``completed``; updates ``counts`` and ``seen`` in place."""
+        """The nodes triggered by ``completed``; updates ``seen`` in place.
+
+        ``seen[join]`` holds the dependencies of a join that completed since the join
+        last ran; the entry goes away when the join fires, so checkpoints carry only
+        joins that are half satisfied, not every join ever run. ``counts`` is kept for
+        the record format and no longer written.
+        """
         done = set(completed)
-        joined = self._join_deps()
-        for name in completed:
-            if name in joined:  # only joins need to count completions (keeps checkpoints small)
-                counts[name] = counts.get(name, 0) + 1
         triggered: set[str] = set()
         for name in completed:
             if name in self.routes:
@@ -150,14 +152,13 @@ class Flow:
             if len(node.after) == 1:
                 triggered.add(node.name)
                 continue
-            last = seen.get(node.name, {})
-            if all(counts.get(dep, 0) > last.get(dep, 0) for dep in node.after):
+            got = set(seen.get(node.name, {})) | (done & set(node.after))
+            if got >= set(node.after):
                 triggered.add(node.name)
-                seen[node.name] = {dep: counts.get(dep, 0) for dep in node.after}
+                seen.pop(node.name, None)
+            else:
+                seen[node.name] = {dep: 1 for dep in sorted(got)}
         return self.order(triggered)
-
-    def _join_deps(self) -> set[str]:
-        return {dep for n in self.nodes.values() if len(n.after) > 1 for dep in n.after}
 
     def _routed(self, src: str, target: Any) -> list[str]:
         targets = [target] if target is None or isinstance(target, str) else list(target)

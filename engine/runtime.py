@@ -26,6 +26,7 @@ from .errors import (
     FlowMismatch,
     RunExists,
     RunNotResumable,
+    StaleLease,
     StateNotSerializable,
     UnknownFlow,
     UnknownRun,
@@ -170,7 +171,8 @@ class Engine:
                     continue
             try:
                 advanced.append(self.resume(head.run_id))
-            except (RunNotResumable, UnknownFlow) as exc:
+            except (RunNotResumable, UnknownFlow, StaleLease) as exc:
+                # another worker got there first, or took the run over mid-way: theirs now
                 self.skipped.append((head.run_id, str(exc)))
         return advanced
 

@@ -157,9 +157,6 @@ def test_full_snapshot_bytes_grow_linearly_with_run_length(tmp_path: Path) -> No
     assert fulls[1000] <= 10 * 1.5 * fulls[100]
 
 
-@pytest.mark.xfail(strict=True, reason="with joins, a delta checkpoint still carries the whole "
-                   "`counts` and `seen` maps (an entry per join node ever run), so fan-out "
-                   "checkpoints grow with the run: O(K^2) bytes (engine/executor.py _checkpoint)")
 def test_delta_checkpoints_with_joins_do_not_grow_with_the_nodes_already_run(
         tmp_path: Path) -> None:
     small = _checkpoint_sizes(tmp_path, Workload("fanout4", 5, 100))
