@@ -155,7 +155,7 @@ class Inbox:
             claimed = self._claim(name)
             if claimed:
                 results.append(self._finish(name))
-        return results
+        return [r for r in results if r is not None]
 
     def _claim(self, name: str) -> bool:
         try:
@@ -165,16 +165,25 @@ class Inbox:
         faults.point("after_file_claimed")
         return True
 
-    def _finish(self, name: str) -> FileResult:
+    def _finish(self, name: str) -> FileResult | None:
+        """Check, record and move one claimed file; None if another watcher finished it.
+
+        A claimed file may be finished by two watchers at once (each also takes what a
+        crashed one left in ``.work/``): recording is idempotent, the move is a rename,
+        so the one that finds the file gone leaves it to the other.
+        """
         path = self.work / name
         try:
-            body, raw = self._read(path)
-            result = self._record(name, body, raw)
-        except Refused as exc:
-            return self._reject(name, str(exc))
-        except BideError as exc:
-            return self._reject(name, str(exc))
-        self._move(path, self.dir / "processed", name)
+            try:
+                body, raw = self._read(path)
+                result = self._record(name, body, raw)
+            except Refused as exc:
+                return self._reject(name, str(exc))
+            except BideError as exc:
+                return self._reject(name, str(exc))
+            self._move(path, self.dir / "processed", name)
+        except FileNotFoundError:  # another watcher moved it out of .work/ first
+            return None
         return result
 
     def _read(self, path: Path) -> tuple[dict[str, Any], bytes]:

@@ -41,3 +41,26 @@ def test_a_crash_while_creating_a_home_does_not_brick_it(tmp_path):
         pass
     else:
         raise AssertionError("a store/ holding someone else's files was taken over")
+
+
+def test_a_claimed_file_another_watcher_finished_does_not_crash_the_watcher(tmp_path):
+    """Each watcher also finishes the files in ``inbox/.work/`` (claims a crashed watcher
+    left), so a file one live watcher had claimed could be finished by another meanwhile;
+    the first then died in ``os.lstat`` with FileNotFoundError (found by the racing
+    watchers test). A claimed file that is gone was finished elsewhere: skip it."""
+    from bide.engine.inbox import Inbox, drop_decision
+
+    flow = bide.Flow("ask")
+    flow.node(lambda s, c: {"ok": c.approve("go")}, name="n", start=True)
+    with bide.open(tmp_path / "h", durability="fast") as eng:
+        eng.register(flow)
+        aid = eng.start("ask", run_id="r").waiting["approval_id"]
+        path = drop_decision(eng.home, aid, "approve", by="alice")
+        first, second = Inbox(eng), Inbox(eng)
+        assert first._claim(path.name)
+        assert [f.accepted for f in second.process()] == [True]  # took the claimed file
+        assert first._finish(path.name) is None  # gone: finished by the other watcher
+        assert first.process() == []
+        processed = list((eng.home / "inbox" / "processed").iterdir())
+        assert [p.name for p in processed] == [path.name]
+        assert not list((eng.home / "inbox" / "rejected").iterdir())
