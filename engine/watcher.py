@@ -34,6 +34,9 @@ class Watcher:
 
     def once(self) -> dict[str, Any]:
         """Process the inbox, then advance every run that can go on."""
+        # A reader slot left by a killed process pins old pages until someone clears it;
+        # a long-running watcher may be the only process that has the store open.
+        self.engine.store.reader_check()
         files = self.inbox.process()
         for f in files:
             verdict = "accepted" if f.accepted else "rejected"
