@@ -17,7 +17,8 @@ from . import report, suite
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every measurement to this file as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Draw the trade-offs into this PNG (needs matplotlib: pip install 'bide[plot]').")
+              help="Draw the trade-offs into this PNG (needs matplotlib: "
+                   "pip install 'bide[plot]').")
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path),
               help="Where to put the bench's stores (default: a temporary directory).")
 @click.option("--seed", type=int, default=0, show_default=True,

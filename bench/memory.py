@@ -68,7 +68,8 @@ def run_in_memory(flow: Flow, state: dict[str, Any], run_id: str = "mem"
         else:
             with ThreadPoolExecutor(max_workers=min(len(names), 32)) as pool:
                 updates = list(pool.map(call, names))
-        state, _ = fold(flow, state, [(n, _ops(flow, u)) for n, u in zip(names, updates)])
+        writes = [(n, _ops(flow, u)) for n, u in zip(names, updates, strict=True)]
+        state, _ = fold(flow, state, writes)
         names = flow.successors(names, state, counts, seen)
         superstep += 1
     return state, superstep

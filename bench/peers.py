@@ -81,7 +81,8 @@ def build(w: Workload, delta: bool) -> Any:
         items_t = Annotated[list, operator.add]
 
     # functional form: this module's annotations are strings, LangGraph needs the objects
-    schema = TypedDict("S", {"items": items_t, "count": Annotated[int, operator.add]})  # type: ignore[misc]
+    schema = TypedDict(  # type: ignore[misc]  # noqa: UP013
+        "S", {"items": items_t, "count": Annotated[int, operator.add]})
     g = StateGraph(schema)
 
     def appender(i: int) -> Any:
@@ -93,7 +94,7 @@ def build(w: Workload, delta: bool) -> Any:
         for i, n in enumerate(names):
             g.add_node(n, appender(i))
         g.add_edge(START, names[0])
-        for a, b in zip(names, names[1:]):
+        for a, b in zip(names, names[1:], strict=False):
             g.add_edge(a, b)
         g.add_edge(names[-1], END)
     elif w.kind == "fanout4":

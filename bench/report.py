@@ -123,7 +123,7 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
               for i, h in enumerate(headers)]
     line = lambda r: "  ".join(  # noqa: E731
-        c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, cells)])
 
 

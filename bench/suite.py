@@ -40,7 +40,8 @@ class Plan:
         by_kind = workloads.for_run(quick)
         self.granularity = [w for ws in by_kind.values() for w in ws]
         self.crash = workloads.for_crash(quick)
-        self.peer_workloads = [w for w in self.granularity if w.kind in ("linear", "fanout4", "long")]
+        self.peer_workloads = [w for w in self.granularity
+                               if w.kind in ("linear", "fanout4", "long")]
         self.peer_skip = peers.available() if what in ("peers", "all") else None
 
     @property

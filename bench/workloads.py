@@ -51,8 +51,9 @@ class Counters:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.phase = phase
-        self._execs = os.open(self.dir / f"execs-{phase}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        self._effects = os.open(self.dir / "effects.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        self._execs = os.open(self.dir / f"execs-{phase}.log", flags)
+        self._effects = os.open(self.dir / "effects.log", flags)
 
     def node(self, mark: str, task: str) -> None:
         os.write(self._execs, f"{mark} {task}\n".encode())  # one write: whole lines only
@@ -147,8 +148,8 @@ class Workload:
     def expected(self) -> dict[str, Any]:
         """The final state, computed without running the flow."""
         if self.kind == "agent":
-            return {"messages": [m for t in range(self.size) for m in _turn_messages(t, self.payload)],
-                    "turn": self.size}
+            messages = [m for t in range(self.size) for m in _turn_messages(t, self.payload)]
+            return {"messages": messages, "turn": self.size}
         return {"items": [payload(i, self.payload) for i in range(self.tasks)],
                 "count": self.tasks}
 

@@ -6,14 +6,13 @@ import importlib.util
 import json
 from pathlib import Path
 
-import pytest
-from click.testing import CliRunner
-
 import bide
-from bide.bench import policies, workloads
+import pytest
+from bide.bench import peers, policies, workloads
 from bide.bench.command import bench
 from bide.bench.memory import run_in_memory
 from bide.bench.workloads import Counters, Workload
+from click.testing import CliRunner
 
 SMALL = [Workload("linear", 5, 100), Workload("fanout4", 3, 1000), Workload("agent", 3, 1000),
          Workload("long", 7, 10)]
@@ -115,8 +114,7 @@ def test_plot_without_matplotlib_says_how_to_get_it(tmp_path: Path) -> None:
     assert not (tmp_path / "x.png").exists()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("langgraph") is not None,
-                    reason="langgraph is installed")
+@pytest.mark.skipif(peers.available() is None, reason="the LangGraph peers are installed")
 def test_peers_without_langgraph_say_so() -> None:
     result = CliRunner().invoke(bench, ["peers", "--quick"])
     assert result.exit_code == 0, result.output
