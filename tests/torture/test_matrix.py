@@ -18,7 +18,7 @@ from bide.engine.faults import FAULT_POINTS
 pytestmark = pytest.mark.slow
 NIGHTLY = os.environ.get("BIDE_TORTURE") == "nightly"
 PLAN = torture.Plan.nightly(seed=int(os.environ.get("BIDE_TORTURE_SEED", "0"))) if NIGHTLY \
-    else torture.Plan(occurrences=12, random_trials=450, corpus=False,
+    else torture.Plan(occurrences=12, random_trials=600, corpus=False,
                       seed=int(os.environ.get("BIDE_TORTURE_SEED", "0")))
 
 
