@@ -35,6 +35,7 @@ class Cursor:
     seen: dict[str, dict[str, int]]
     base: int
     deltas: int
+    base_version: int
     scan_from: int
     found: dict[str, tuple[int, PendingWrite]] = field(default_factory=dict)
 
@@ -55,6 +56,7 @@ class Execution:
         self.version, self.superstep, self.state = c.version, c.superstep, c.state
         self.next, self.counts, self.seen = c.next, c.counts, c.seen
         self.base, self.deltas, self.scan_from, self.found = c.base, c.deltas, c.scan_from, c.found
+        self.base_version = c.base_version
         self.absorbed: list[int] = []
         self.deferred: list[Op] = []
         self.inline: list[Op] = []
@@ -192,7 +194,7 @@ class Execution:
     # -- commits -----------------------------------------------------------
     def _checkpoint(self, status: str, *, release: bool = False, waiting: Any = None,
                     extra: Sequence[Record] = (), folding: bool = True) -> None:
-        full = self.policy.snapshot == "full" or self.deltas + 1 >= self.policy.full_every
+        full = self.policy.snapshot == "full" or self.deltas + 1 >= self.full_interval()
         cp = Checkpoint(
             run_id=self.run_id, version=self.version, superstep=self.superstep, status=status,
             full=full, state=self.state if full else None, base=-1 if full else self.base,
@@ -210,7 +212,7 @@ class Execution:
         seq = self.commit(records)[0]
         faults.point("after_checkpoint")
         if full:
-            self.base, self.deltas = seq, 0
+            self.base, self.deltas, self.base_version = seq, 0, self.version
         else:
             self.deltas += 1
         if folding:
@@ -218,6 +220,15 @@ class Execution:
         self.last_committed = self.committed or self.last_committed
         self.absorbed, self.inline, self.committed, self.deferred = [], [], [], []
         self.steps_since_cp = 0
+
+    def full_interval(self) -> int:
+        """Deltas between full snapshots: ``full_every``, growing with the run's age.
+
+        A full snapshot re-stores the whole state, which grows with the run; spacing
+        them geometrically (at versions 64, 128, 256, ...) keeps their total bytes
+        within about twice the final state, so the bytes a run writes stay O(run).
+        """
+        return max(self.policy.full_every, self.base_version)
 
     def _renew(self) -> None:
         interval = max(self.lease_ttl / 3, 0.05)

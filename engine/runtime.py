@@ -291,6 +291,8 @@ class Engine:
                     found[write.task] = (seq, write)
             deltas = sum(1 for s, t in r.run_entries(head.run_id, head.base + 1)
                          if t == "checkpoint" and s <= head.checkpoint)
+            base = r.record(head.base)
+            assert isinstance(base, Checkpoint)
         for name in cp.next:
             if name not in flow.nodes:
                 raise FlowMismatch(head.run_id, name, "next")
@@ -299,7 +301,7 @@ class Engine:
                 raise FlowMismatch(head.run_id, write.node, "pending-write")
         return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
                       counts=dict(cp.counts), seen={k: dict(v) for k, v in cp.seen.items()},
-                      base=head.base, deltas=deltas, scan_from=start - 1 if cp.scan_from < 0
+                      base=head.base, deltas=deltas, base_version=base.version, scan_from=start - 1 if cp.scan_from < 0
                       else cp.scan_from, found=found)
 
     # -- decisions -----------------------------------------------------------

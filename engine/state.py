@@ -54,13 +54,25 @@ def to_ops(flow: Flow, node: str, update: Any) -> list[Op]:
     return ops
 
 
-def apply_op(state: dict[str, Any], op: Op) -> None:
-    """Apply one stored op (``custom`` ops are inputs; their result comes as a ``set``)."""
+def apply_op(state: dict[str, Any], op: Op, owned: set[str] | None = None) -> None:
+    """Apply one stored op (``custom`` ops are inputs; their result comes as a ``set``).
+
+    Values are copied before they change (nodes may still hold the old state),
+    except keys in ``owned``: replaying a chain of deltas extends those in place,
+    so reading a long run costs O(state), not O(state x deltas).
+    """
     key, kind, value = op
     if kind == "set":
         state[key] = value
+        if owned is not None:
+            owned.discard(key)
     elif kind == "append":
-        state[key] = list(state.get(key) or []) + list(value)
+        if owned is not None and key in owned:
+            state[key].extend(value)
+        else:
+            state[key] = list(state.get(key) or []) + list(value)
+            if owned is not None:
+                owned.add(key)
     elif kind == "merge":
         state[key] = {**(state.get(key) or {}), **value}
 
@@ -103,7 +115,8 @@ def fold(
     return new, custom_ops
 
 
-def apply_delta(reader: Reader, state: dict[str, Any], cp: Checkpoint) -> None:
+def apply_delta(reader: Reader, state: dict[str, Any], cp: Checkpoint,
+                owned: set[str] | None = None) -> None:
     """Apply a delta checkpoint: the pending writes it absorbed, then its own ops."""
     for seq in cp.writes:
         if seq == DEFERRED:
@@ -114,9 +127,9 @@ def apply_delta(reader: Reader, state: dict[str, Any], cp: Checkpoint) -> None:
             ops = write.ops
         for op in ops:
             if op[1] != "custom":
-                apply_op(state, op)
+                apply_op(state, op, owned)
     for op in cp.ops:
-        apply_op(state, op)
+        apply_op(state, op, owned)
 
 
 def materialize(reader: Reader, run_id: str, seq: int) -> dict[str, Any]:
@@ -128,10 +141,11 @@ def materialize(reader: Reader, run_id: str, seq: int) -> dict[str, Any]:
     base = reader.record(cp.base)
     assert isinstance(base, Checkpoint)
     state = dict(base.state or {})
+    owned: set[str] = set()  # lists this replay made itself and may extend in place
     for cseq in _checkpoints_between(reader, run_id, cp.base + 1, seq):
         delta = reader.record(cseq)
         assert isinstance(delta, Checkpoint)
-        apply_delta(reader, state, delta)
+        apply_delta(reader, state, delta, owned)
     return state
 
 

@@ -144,9 +144,6 @@ def test_delta_checkpoints_do_not_grow_with_the_nodes_already_run(tmp_path: Path
     assert biggest(large) <= 1.5 * biggest(small)
 
 
-@pytest.mark.xfail(strict=True, reason="full_every counts checkpoints, not bytes: a full snapshot "
-                   "every 64 deltas re-stores a state that grows with the run, so full-snapshot "
-                   "bytes grow as K^2/64 (engine/executor.py _checkpoint)")
 def test_full_snapshot_bytes_grow_linearly_with_run_length(tmp_path: Path) -> None:
     fulls = {}
     for k in (100, 1000):
