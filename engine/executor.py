@@ -23,6 +23,9 @@ from .store import Store
 from .tasks import TaskResult, run_tasks
 
 
+GEOMETRIC_MIN = 64  # deltas before the first full snapshot under the default policy
+
+
 @dataclass
 class Cursor:
     """Where a run stands: everything a worker needs to take the next superstep."""
@@ -222,13 +225,16 @@ class Execution:
         self.steps_since_cp = 0
 
     def full_interval(self) -> int:
-        """Deltas between full snapshots: ``full_every``, growing with the run's age.
+        """Deltas allowed before the next full snapshot.
 
-        A full snapshot re-stores the whole state, which grows with the run; spacing
-        them geometrically (at versions 64, 128, 256, ...) keeps their total bytes
-        within about twice the final state, so the bytes a run writes stay O(run).
+        An explicit ``full_every`` is a hard bound. By default the interval grows
+        with the run's age (full snapshots at versions 64, 128, 256, ...): a full
+        snapshot re-stores a state that grows with the run, and geometric spacing
+        keeps their total within about twice the final state, so bytes stay O(run).
         """
-        return max(self.policy.full_every, self.base_version)
+        if self.policy.full_every is not None:
+            return self.policy.full_every
+        return max(GEOMETRIC_MIN, self.base_version)
 
     def _renew(self) -> None:
         interval = max(self.lease_ttl / 3, 0.05)

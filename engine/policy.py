@@ -17,14 +17,19 @@ class Policy:
             or a failing sibling never redoes a finished task.
         snapshot: ``"delta"`` stores only what changed (and references the
             pending writes it absorbed); ``"full"`` stores the whole state each time.
-        full_every: with deltas, write a full snapshot after this many deltas,
-            which bounds the work to read a state.
+        full_every: with deltas, a full snapshot after exactly this many deltas:
+            a hard bound on the work to read a state, at the price of re-storing
+            the whole state every ``full_every`` checkpoints (O(n^2/K) bytes on a
+            state that grows). ``None`` (the default) spaces full snapshots
+            geometrically instead (after 64 deltas, then at versions 128, 256, ...),
+            so the bytes a run writes stay O(run) while reads replay up to about
+            half the run's deltas.
     """
 
     checkpoint_every: int | str = 1
     pending_writes: bool = True
     snapshot: str = "delta"
-    full_every: int = 64
+    full_every: int | None = None
 
     def __post_init__(self) -> None:
         every = self.checkpoint_every
@@ -33,8 +38,10 @@ class Policy:
             raise ValueError(f"checkpoint_every must be an int >= 1 or 'exit', not {every!r}")
         if self.snapshot not in ("delta", "full"):
             raise ValueError(f"snapshot must be 'delta' or 'full', not {self.snapshot!r}")
-        if not isinstance(self.full_every, int) or self.full_every < 1:
-            raise ValueError(f"full_every must be an int >= 1, not {self.full_every!r}")
+        if self.full_every is not None and (not isinstance(self.full_every, int)
+                                            or isinstance(self.full_every, bool)
+                                            or self.full_every < 1):
+            raise ValueError(f"full_every must be an int >= 1 or None, not {self.full_every!r}")
         if not isinstance(self.pending_writes, bool):
             raise ValueError(f"pending_writes must be True or False, not {self.pending_writes!r}")
 

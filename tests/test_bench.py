@@ -160,10 +160,6 @@ def test_delta_checkpoints_with_joins_do_not_grow_with_the_nodes_already_run(
     assert biggest(large) <= 1.5 * biggest(small)
 
 
-@pytest.mark.xfail(strict=True, reason="Policy.full_every is documented to bound the work to read "
-                   "a state (a full snapshot after that many deltas), but full snapshots are now "
-                   "spaced max(full_every, version of the last full): with full_every=8 a 200-step "
-                   "run replays ~100 deltas to read its state (engine/executor.py full_interval)")
 def test_full_every_bounds_the_deltas_replayed_to_read_a_state(tmp_path: Path) -> None:
     w = Workload("long", 200, 10)
     with bide.open(tmp_path / "home", durability="fast") as engine:

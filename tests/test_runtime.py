@@ -286,7 +286,8 @@ def test_done_run_is_not_resumable(engine):
 
 def test_policy_validation():
     for bad in (dict(checkpoint_every=0), dict(checkpoint_every="sometimes"),
-                dict(snapshot="half"), dict(full_every=0), dict(pending_writes="yes")):
+                dict(snapshot="half"), dict(full_every=0), dict(full_every=True),
+                dict(pending_writes="yes")):
         with pytest.raises(ValueError):
             bide.Policy(**bad)
 
@@ -314,8 +315,8 @@ def test_delta_reads_match_full_reads_at_every_version(engine):
     for v in range(21):
         assert engine.state(delta.run_id, version=v) == engine.state(full.run_id, version=v)
     fulls = [c.full for c in engine.checkpoints(delta.run_id)]
-    # v0, then after 6 deltas (v6), 6 more (v12), then the interval grows with the run's age
-    assert [c.version for c in engine.checkpoints(delta.run_id) if c.full] == [0, 6, 12]
+    # an explicit full_every is a hard bound: v0, then one after every 6 deltas
+    assert [c.version for c in engine.checkpoints(delta.run_id) if c.full] == [0, 6, 12, 18]
 
 
 def test_join_waits_for_every_dependency_again_in_a_loop(engine):
@@ -345,3 +346,20 @@ def test_join_waits_for_every_dependency_again_in_a_loop(engine):
     with engine.store.reader() as r:  # joins that fired leave nothing behind
         head = r.head(run.run_id)
         assert r.record(head.checkpoint).seen == {}
+
+
+def test_default_full_snapshots_are_spaced_geometrically(engine):
+    """Default policy: bytes stay O(run) — fulls at v0, 64, 128, 256 on a 300-step run."""
+    flow = bide.Flow("geo")
+
+    @flow.node(start=True)
+    def tick(state, ctx):
+        return {"i": state.get("i", 0) + 1, "items": [state.get("i", 0)]}
+
+    flow.route("tick", lambda s: "tick" if s["i"] < 300 else bide.END)
+    flow.reducer("items", bide.append)
+    engine.register(flow)
+    run = engine.start("geo")
+    assert [c.version for c in engine.checkpoints(run.run_id) if c.full] == [0, 64, 128, 256]
+    assert engine.state(run.run_id)["items"] == list(range(300))
+    assert engine.state(run.run_id, version=200)["items"] == list(range(200))
