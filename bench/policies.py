@@ -28,7 +28,8 @@ def _p(name: str, about: str, durability: str = "durable", **options: object) ->
 
 
 POLICIES: tuple[BenchPolicy, ...] = (
-    _p("default", "checkpoint every superstep, pending writes, deltas (full snapshots spaced geometrically), durable"),
+    _p("default", "checkpoint every superstep, pending writes, deltas (geometric fulls), "
+       "durable"),
     _p("fast", "default, but durability='fast' (no fsync: survives a crash, not power loss)",
        durability="fast"),
     _p("full", "every superstep, a full state snapshot each time", snapshot="full"),

@@ -13,7 +13,6 @@ crash and it carries the run to the end.
 from __future__ import annotations
 
 import os
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -273,11 +272,3 @@ def final(home: Path, workload: str, durability: str) -> dict[str, Any]:
                 "doctor": [str(p) for p in report.problems] if not report.ok else [],
                 "readers_cleared": eng.store.reader_check()}
 
-
-def wait_until(predicate: Any, timeout: float, step: float = 0.01) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()

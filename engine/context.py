@@ -17,8 +17,8 @@ from ..formats.errors import NotSerializable
 from . import faults
 from .approvals import APPROVAL_DECISIONS, RECONCILE_DECISIONS, approval_id, decided, digest_of
 from .errors import (
-    NotATool,
     Nondeterminism,
+    NotATool,
     Paused,
     ReconciliationAborted,
     ToolFailed,

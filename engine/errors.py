@@ -39,14 +39,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..formats.errors import (
-    BideError,
-    CorruptRecord,
-    NewerSchema,
-    NotSerializable,
-    RecordError,
-    UnknownRecordType,
-)
+# re-exported: the whole tree is importable from here
+from ..formats.errors import BideError as BideError
+from ..formats.errors import CorruptRecord as CorruptRecord
+from ..formats.errors import NewerSchema as NewerSchema
+from ..formats.errors import NotSerializable as NotSerializable
+from ..formats.errors import RecordError as RecordError
+from ..formats.errors import UnknownRecordType as UnknownRecordType
 
 
 class StateNotSerializable(NotSerializable):
@@ -190,7 +189,8 @@ class ReconciliationAborted(ToolError):
     def __init__(self, tool: str, intent: str, by: str | None, reason: str | None) -> None:
         self.tool, self.intent = tool, intent
         super().__init__(
-            f"tool {tool!r} (intent {intent}) was aborted by {by or 'someone'}: {reason or 'no reason'}"
+            f"tool {tool!r} (intent {intent}) was aborted by {by or 'someone'}: "
+            f"{reason or 'no reason'}"
         )
 
 

@@ -22,7 +22,6 @@ from .state import DEFERRED, Op, fold
 from .store import Store
 from .tasks import TaskResult, run_tasks
 
-
 GEOMETRIC_MIN = 64  # deltas before the first full snapshot under the default policy
 
 
@@ -203,7 +202,8 @@ class Execution:
             full=full, state=self.state if full else None, base=-1 if full else self.base,
             writes=[] if full else self.absorbed, deferred=[] if full else self.deferred,
             ops=[] if full else self.inline,
-            committed=self.committed or self.last_committed, next=self.next, counts=self.counts, seen=self.seen,
+            committed=self.committed or self.last_committed, next=self.next,
+            counts=self.counts, seen=self.seen,
             waiting=waiting, scan_from=-1 if folding else self.scan_from,
             flow=self.flow.name if full else "", fingerprint=self.fingerprint if full else "",
             at=self.clock(),

@@ -140,8 +140,8 @@ def _release_env(path: Path) -> None:
     env.close()
 
 
-class _TxnTables:
-    """``index.Tables`` over an LMDB write transaction."""
+class TxnTables:
+    """``index.Tables`` over an LMDB write transaction (commit, delete, rebuild)."""
 
     def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
         self.txn, self.dbs = txn, dbs
@@ -394,8 +394,8 @@ class LMDBStore:
             raws = framed if framed is not None else [encode(r) for r in batch]
             seqs = []
             seq = reader.last_seq()
-            tables = _TxnTables(txn, self.dbs)
-            for record, raw in zip(batch, raws):
+            tables = TxnTables(txn, self.dbs)
+            for record, raw in zip(batch, raws, strict=True):
                 seq += 1
                 txn.put(seq_key(seq), raw, db=self.dbs[LOG], append=True)
                 apply(tables, seq, len(raw), record)
@@ -427,7 +427,7 @@ class LMDBStore:
             CorruptRecord: a record of an affected run cannot be decoded (nothing changes).
         """
         def body(txn: lmdb.Transaction) -> list[int]:
-            reader, tables = LMDBReader(txn, self.dbs), _TxnTables(txn, self.dbs)
+            reader, tables = LMDBReader(txn, self.dbs), TxnTables(txn, self.dbs)
             last = reader.last_seq()
             doomed: dict[int, Record] = {}
             for seq in set(select(reader)):
@@ -444,7 +444,7 @@ class LMDBStore:
 
         return self._write(body)
 
-    def _refold(self, reader: LMDBReader, tables: _TxnTables, run_id: str,
+    def _refold(self, reader: LMDBReader, tables: TxnTables, run_id: str,
                 doomed: dict[int, Record]) -> None:
         """Clear one run's derived entries and replay the records it keeps."""
         items = {seq: (0, r) for seq, r in doomed.items()

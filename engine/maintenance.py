@@ -44,7 +44,7 @@ from .index import (
     seq_key,
     seq_of,
 )
-from .lmdb_store import LOG, LMDBReader, LMDBStore
+from .lmdb_store import LOG, LMDBReader, LMDBStore, TxnTables
 
 # What prune may take from a run it keeps; every other record (its identity, status history,
 # tool calls, decisions, and any type prune does not know) stays.
@@ -73,19 +73,6 @@ class MemTables:
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.data[table][key] = value
-
-
-class _TxnTables:
-    """``index.Tables`` over an LMDB write transaction (as the store's own commit uses)."""
-
-    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
-        self.txn, self.dbs = txn, dbs
-
-    def get(self, table: str, key: bytes) -> bytes | None:
-        return self.txn.get(key, db=self.dbs[table])
-
-    def put(self, table: str, key: bytes, value: bytes) -> None:
-        self.txn.put(key, value, db=self.dbs[table])
 
 
 # -- problems and reports ---------------------------------------------------------
@@ -253,7 +240,7 @@ def _replay(txn: lmdb.Transaction, dbs: dict[str, Any],
             records: list[tuple[int, int, Record]]) -> None:
     for name in DERIVED:
         txn.drop(dbs[name], delete=False)
-    tables = _TxnTables(txn, dbs)
+    tables = TxnTables(txn, dbs)
     for seq, size, record in records:
         apply(tables, seq, size, record)
 

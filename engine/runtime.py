@@ -301,8 +301,8 @@ class Engine:
                 raise FlowMismatch(head.run_id, write.node, "pending-write")
         return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
                       counts=dict(cp.counts), seen={k: dict(v) for k, v in cp.seen.items()},
-                      base=head.base, deltas=deltas, base_version=base.version, scan_from=start - 1 if cp.scan_from < 0
-                      else cp.scan_from, found=found)
+                      base=head.base, deltas=deltas, base_version=base.version,
+                      scan_from=start - 1 if cp.scan_from < 0 else cp.scan_from, found=found)
 
     # -- decisions -----------------------------------------------------------
     def decide(self, approval_id: str, decision: str, *, by: str | None = None,

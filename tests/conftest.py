@@ -7,9 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import bide
+import pytest
 
 APPS = Path(__file__).parent / "apps"
 

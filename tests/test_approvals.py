@@ -8,12 +8,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
-
-import pytest
 
 import bide
-from bide.engine.inbox import Inbox, drop_decision, sign
+import pytest
+from bide.engine.inbox import drop_decision, sign
 from bide.engine.watcher import Watcher, wait_for
 from conftest import APPS, count_lines
 
@@ -159,7 +157,7 @@ def test_every_bad_file_is_rejected_with_a_reason_and_nothing_runs(engine, home,
     assert (inbox / "rejected" / "big.json").stat().st_size > 64 * 1024  # moved unchanged
     assert engine.get("r-42").status == "WAITING_APPROVAL"
     good = drop_decision(home, aid, "approve", by="alice")
-    assert [f.name for f in Watcher(engine, log=lambda l: None).once()["files"] if f.accepted] \
+    assert [f.name for f in Watcher(engine, log=lambda _line: None).once()["files"] if f.accepted] \
         == [good.name]
     assert engine.get("r-42").status == "DONE"
 
@@ -172,19 +170,19 @@ def test_signed_decisions(home, effects):
         forged = {"approval_id": aid, "decision": "approve", "by": "mallory", "reason": None}
         forged["sig"] = sign(forged, b"wrong")
         (home / "inbox" / "forged.json").write_text(json.dumps(forged))
-        results = Watcher(eng, log=lambda l: None).once()["files"]
+        results = Watcher(eng, log=lambda _line: None).once()["files"]
         assert sorted(f.reason for f in results) == ["bad signature",
                                                      "this home requires signed decisions and "
                                                      "the file has no 'sig'"]
         drop_decision(home, aid, "approve", by="alice", key=key)
-        assert Watcher(eng, log=lambda l: None).once()["runs"][0].status == "DONE"
+        assert Watcher(eng, log=lambda _line: None).once()["runs"][0].status == "DONE"
 
 
 def test_submit_then_watch_runs_pending(engine, effects, home):
     engine.register(incident_app.flow)
     rid = engine.submit("incident", input={"query": "q"})
     assert engine.get(rid).status == "PENDING"
-    runs = Watcher(engine, log=lambda l: None).once()["runs"]
+    runs = Watcher(engine, log=lambda _line: None).once()["runs"]
     assert [r.run_id for r in runs] == [rid] and runs[0].status == "WAITING_APPROVAL"
 
 
@@ -214,7 +212,6 @@ def test_orphans_expire_and_crash_loops_stop(home):
 
 
 def test_stale_worker_cannot_commit(engine):
-    gate = {"stale": None}
     flow = bide.Flow("stale")
 
     @flow.node(start=True)

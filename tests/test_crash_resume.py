@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import pytest
-
 import bide
+import pytest
 from conftest import count_lines, run_app
 
 # Every commit boundary of chain_app's run (a fault-free run hits: 9 commits = run created,

@@ -7,9 +7,6 @@ import zlib
 
 import msgspec
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from bide.formats import (
     Checkpoint,
     CorruptRecord,
@@ -21,6 +18,8 @@ from bide.formats import (
     encode,
 )
 from bide.formats.envelope import frame
+from hypothesis import given
+from hypothesis import strategies as st
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=20)

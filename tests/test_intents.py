@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 import bide
+import pytest
 from bide.formats import IntentPrepared
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import count_lines, run_app
 
 POINTS = ["before_intent_prepared", "after_intent_prepared", "after_tool_effect",

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import pytest
-
 import bide
+import pytest
 
 
 def incident_flow() -> bide.Flow:
@@ -314,7 +313,6 @@ def test_delta_reads_match_full_reads_at_every_version(engine):
     full = engine.start("long", policy=bide.Policy(snapshot="full"))
     for v in range(21):
         assert engine.state(delta.run_id, version=v) == engine.state(full.run_id, version=v)
-    fulls = [c.full for c in engine.checkpoints(delta.run_id)]
     # an explicit full_every is a hard bound: v0, then one after every 6 deltas
     assert [c.version for c in engine.checkpoints(delta.run_id) if c.full] == [0, 6, 12, 18]
 

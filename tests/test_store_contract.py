@@ -9,12 +9,11 @@ from pathlib import Path
 
 import lmdb
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from bide.engine.errors import NewerStore, NotAHome, StaleLease, StoreFull
 from bide.engine.lmdb_store import LMDBStore
 from bide.formats import LeaseAcquired, PendingWrite, RunCreated, StatusChanged
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 BACKENDS = {"lmdb": lambda home, **kw: LMDBStore(home, **kw)}
 
@@ -192,7 +191,8 @@ def test_two_processes_grow_the_map_while_writing(tmp_path):
         store.close()
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.lists(st.text(min_size=1, max_size=5), min_size=1, max_size=4),
                         min_size=1, max_size=6))
 def test_property_log_is_gapless_and_heads_count_records(open_store, tmp_path_factory, batches):
