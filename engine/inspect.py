@@ -31,7 +31,7 @@ from .errors import RunError, UnknownRun
 from .index import RunHead
 from .render import clip, first_line, preview, size
 from .state import materialize
-from .store import Reader
+from .store import Reader, lease_expires
 
 if TYPE_CHECKING:
     from .runtime import Engine
@@ -108,10 +108,7 @@ def lease_of(reader: Reader, head: RunHead, now: float) -> dict[str, Any] | None
 
     if head.lease_owner is None:
         return None
-    expires = head.lease_expires
-    renewed = reader.lease_expiry(head.run_id)
-    if renewed is not None and renewed[0] == head.lease_token:
-        expires = max(expires, renewed[1])
+    expires = lease_expires(reader, head)
     alive = owner_alive(head.lease_owner)
     return {"owner": head.lease_owner, "token": head.lease_token, "expires_at": expires,
             "owner_alive": alive, "live": expires > now and alive}

@@ -39,7 +39,7 @@ from .index import (
     seq_key,
     seq_of,
 )
-from .store import Check
+from .store import Check, lease_expires
 
 STORE_FORMAT = 1
 LOG, META, LEASES = "log", "meta", "leases"
@@ -467,11 +467,7 @@ class LMDBStore:
         current = None if head is None else head.lease_token
         if current != token or head is None or head.lease_owner is None:
             raise StaleLease(run_id, token, current)
-        renewed = reader.lease_expiry(run_id)
-        expires = head.lease_expires
-        if renewed is not None and renewed[0] == token:
-            expires = max(expires, renewed[1])
-        if expires < self.clock():
+        if lease_expires(reader, head) < self.clock():
             raise StaleLease(run_id, token, current)
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:

@@ -38,7 +38,7 @@ from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from .policy import Policy
 from .runs import CheckpointInfo, Run, Status
 from .state import materialize
-from .store import Reader
+from .store import Reader, lease_expires
 
 MAX_RUN_ID = 128
 
@@ -198,11 +198,7 @@ class Engine:
     def _held(r: Reader, head: RunHead, now: float) -> bool:
         if head.lease_owner is None:
             return False
-        renewed = r.lease_expiry(head.run_id)
-        expires = head.lease_expires
-        if renewed and renewed[0] == head.lease_token:
-            expires = max(expires, renewed[1])
-        return expires > now and owner_alive(head.lease_owner)
+        return lease_expires(r, head) > now and owner_alive(head.lease_owner)
 
     def _give_up(self, head: RunHead, reason: str) -> None:
         def check(r: Reader) -> None:
@@ -239,10 +235,7 @@ class Engine:
                 if req is not None and not settled(req, now):
                     raise RunNotResumable(run_id, f"it waits for decision {aid}")
             if head.lease_owner is not None and head.lease_owner != self.owner:
-                renewed = r.lease_expiry(run_id)
-                expires = head.lease_expires
-                if renewed and renewed[0] == head.lease_token:
-                    expires = max(expires, renewed[1])
+                expires = lease_expires(r, head)
                 if expires > now and owner_alive(head.lease_owner):
                     raise RunNotResumable(run_id, f"worker {head.lease_owner} holds its lease "
                                           f"for {expires - now:.1f}s more")
