@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import bide
+import pytest
 from bide.engine import faults, operations
 
 # -- flows ---------------------------------------------------------------------------
@@ -148,3 +149,15 @@ def world(tmp: Path, template_dir: Path) -> Path:
     dest = tmp / "home"
     shutil.copytree(_TEMPLATE["home"], dest)
     return dest
+
+
+# Fixtures shared by the CLI and maintenance tests (import them into the test module):
+# a world of runs in every status, built once per session and copied for each test.
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("template")
+
+
+@pytest.fixture
+def home(tmp_path: Path, template: Path) -> Path:
+    return world(tmp_path, template)

@@ -1,5 +1,7 @@
 """The ``bide`` CLI through click's CliRunner, against a home with runs in every status."""
 
+# ruff: noqa: F811 - tests take the imported fixtures `home`/`template` as parameters
+
 from __future__ import annotations
 
 import json
@@ -9,18 +11,8 @@ from pathlib import Path
 import bide
 import pytest
 from bide.cli import main
-from cli_world import DECIDED, FLOWS, RUNS, world
+from cli_world import DECIDED, FLOWS, RUNS, home, template  # noqa: F401 - fixtures
 from click.testing import CliRunner, Result
-
-
-@pytest.fixture(scope="session")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("template")
-
-
-@pytest.fixture
-def home(tmp_path: Path, template: Path) -> Path:
-    return world(tmp_path, template)
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 """The installed `bide` in real processes: exit codes, JSON, killed workers, live writers."""
 
+# ruff: noqa: F811 - tests take the imported fixtures `home`/`template` as parameters
+
 from __future__ import annotations
 
 import json
@@ -13,21 +15,11 @@ from pathlib import Path
 import bide
 import pytest
 from bide.cli import main
-from cli_world import DECIDED, world
+from cli_world import DECIDED, home, template  # noqa: F401 - fixtures
 from click.testing import CliRunner
 
 TESTS = Path(__file__).parent
 BIDE = shutil.which("bide", path=str(Path(sys.executable).parent)) or "bide"
-
-
-@pytest.fixture(scope="session")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("template")
-
-
-@pytest.fixture
-def home(tmp_path: Path, template: Path) -> Path:
-    return world(tmp_path, template)
 
 
 def env(**extra: str) -> dict[str, str]:

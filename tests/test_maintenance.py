@@ -1,5 +1,7 @@
 """doctor, rebuild, prune and compact: they find damage, and never cost a run its resume."""
 
+# ruff: noqa: F811 - tests take the imported fixtures `home`/`template` as parameters
+
 from __future__ import annotations
 
 import json
@@ -27,20 +29,10 @@ from bide.formats import (
     pack,
     unpack,
 )
-from cli_world import DECIDED, FLOWS, NOTIFIED, world
+from cli_world import DECIDED, FLOWS, NOTIFIED, home, template  # noqa: F401 - fixtures
 from click.testing import CliRunner
 
 UNFINISHED = ["r-waiting", "r-recon", "r-orphan", "r-pending", DECIDED]
-
-
-@pytest.fixture(scope="session")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("template")
-
-
-@pytest.fixture
-def home(tmp_path: Path, template: Path) -> Path:
-    return world(tmp_path, template)
 
 
 def cli(home: Path, *args: str) -> tuple[int, object]:
