@@ -146,7 +146,9 @@ class Engine:
             raise RunNotResumable(run_id, f"it is {head.status}")
         if head.status in WAITING_STATUSES and not self._decided(head):
             return self.get(run_id)  # nothing to do until someone decides
-        self._cursor(head)  # checks the flow still fits before anything is written
+        with self.store.reader() as r:  # the flow must still fit before anything is written
+            cp, _, found = self._unfolded(r, head)
+        self._check_fits(head, cp, found)
         token = self._acquire(run_id)
         return self._advance(run_id, token)
 
@@ -268,34 +270,46 @@ class Engine:
 
     def _cursor(self, head: RunHead) -> Cursor:
         """Load the latest checkpoint and the pending writes not yet folded into it."""
-        flow = self.flow(head.flow)
         with self.store.reader() as r:
-            cp = r.record(head.checkpoint)
-            assert isinstance(cp, Checkpoint)
+            cp, start, found = self._unfolded(r, head)
             state = materialize(r, head.run_id, head.checkpoint)
-            start = cp.scan_from if cp.scan_from >= 0 else head.checkpoint + 1
-            found: dict[str, tuple[int, PendingWrite]] = {}
-            for seq, rtype in r.run_entries(head.run_id, start):
-                if rtype != "pending_write":
-                    continue
-                write = r.record(seq)
-                assert isinstance(write, PendingWrite)
-                if write.superstep >= cp.superstep:
-                    found[write.task] = (seq, write)
             deltas = sum(1 for s, t in r.run_entries(head.run_id, head.base + 1)
                          if t == "checkpoint" and s <= head.checkpoint)
             base = r.record(head.base)
             assert isinstance(base, Checkpoint)
+        self._check_fits(head, cp, found)
+        return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
+                      counts=dict(cp.counts), seen={k: dict(v) for k, v in cp.seen.items()},
+                      base=head.base, deltas=deltas, base_version=base.version,
+                      scan_from=start - 1 if cp.scan_from < 0 else cp.scan_from, found=found)
+
+    @staticmethod
+    def _unfolded(r: Reader, head: RunHead
+                  ) -> tuple[Checkpoint, int, dict[str, tuple[int, PendingWrite]]]:
+        """The latest checkpoint, where its unfolded pending writes start, and those writes."""
+        cp = r.record(head.checkpoint)
+        assert isinstance(cp, Checkpoint)
+        start = cp.scan_from if cp.scan_from >= 0 else head.checkpoint + 1
+        found: dict[str, tuple[int, PendingWrite]] = {}
+        for seq, rtype in r.run_entries(head.run_id, start):
+            if rtype != "pending_write":
+                continue
+            write = r.record(seq)
+            assert isinstance(write, PendingWrite)
+            if write.superstep >= cp.superstep:
+                found[write.task] = (seq, write)
+        return cp, start, found
+
+    def _check_fits(self, head: RunHead, cp: Checkpoint,
+                    found: dict[str, tuple[int, PendingWrite]]) -> None:
+        """Raise FlowMismatch if a node the run needs next is gone from its flow."""
+        flow = self.flow(head.flow)
         for name in cp.next:
             if name not in flow.nodes:
                 raise FlowMismatch(head.run_id, name, "next")
         for _, write in found.values():
             if write.node not in flow.nodes:
                 raise FlowMismatch(head.run_id, write.node, "pending-write")
-        return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
-                      counts=dict(cp.counts), seen={k: dict(v) for k, v in cp.seen.items()},
-                      base=head.base, deltas=deltas, base_version=base.version,
-                      scan_from=start - 1 if cp.scan_from < 0 else cp.scan_from, found=found)
 
     # -- decisions -----------------------------------------------------------
     def decide(self, approval_id: str, decision: str, *, by: str | None = None,
