@@ -37,6 +37,8 @@ from .engine.errors import (
     UnknownApproval,
     UnknownFlow,
     UnknownRun,
+    UnknownStatus,
+    UnknownVersion,
 )
 from .engine.flow import END, Flow, append, merge
 from .engine.policy import Policy
@@ -86,6 +88,8 @@ __all__ = [
     "UnknownApproval",
     "UnknownFlow",
     "UnknownRun",
+    "UnknownStatus",
+    "UnknownVersion",
     "append",
     "merge",
     "open",

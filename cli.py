@@ -20,7 +20,16 @@ from typing import Any, TypeVar
 
 import click
 
-from . import BideError, Engine, Flow, NotAHome, UnknownApproval, UnknownRun
+from . import (
+    BideError,
+    Engine,
+    Flow,
+    NotAHome,
+    Status,
+    UnknownApproval,
+    UnknownRun,
+    UnknownStatus,
+)
 from . import open as open_home
 from .engine import compaction, inspect, maintenance, operations
 from .engine.render import (
@@ -104,7 +113,11 @@ def main() -> None:
 def runs(home: Path, as_json: bool, status: str | None, flow: str | None,
          limit: int | None) -> None:
     """List runs, newest first."""
-    rows = inspect.runs(_engine(home), status=status and status.upper(), flow=flow, limit=limit)
+    try:
+        wanted = None if status is None else Status.of(status)
+    except UnknownStatus as exc:
+        raise click.BadParameter(str(exc), param_hint="--status") from None
+    rows = inspect.runs(_engine(home), status=wanted, flow=flow, limit=limit)
     now = time.time()
     _out(as_json, rows, lambda: table(
         ["RUN", "FLOW", "STATUS", "VER>", "STEP>", "WAITING ON~", "UPDATED"],

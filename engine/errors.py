@@ -20,6 +20,8 @@
     ├── RunError
     │   ├── UnknownRun
     │   ├── RunExists
+    │   ├── UnknownVersion         the run has no checkpoint at that version
+    │   ├── UnknownStatus          not a run status name (also a ValueError)
     │   ├── RunNotResumable        e.g. DONE, CANCELLED, or leased elsewhere
     │   └── NodeFailed             a node raised after its retries (run is FAILED)
     ├── ToolError                  a tool call problem
@@ -136,6 +138,25 @@ class RunExists(RunError):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"a run with id {run_id!r} already exists; pick another id or resume it")
+
+
+class UnknownVersion(RunError):
+    """The run has no checkpoint at that version (never written, or pruned)."""
+
+    def __init__(self, run_id: str, version: int, known: list[int]) -> None:
+        self.run_id, self.version = run_id, version
+        shown = ", ".join(str(v) for v in known[-10:]) or "none"
+        super().__init__(f"run {run_id!r} has no checkpoint at version {version}; "
+                         f"stored versions: {shown}")
+
+
+class UnknownStatus(RunError, ValueError):
+    """A status name that is not one of ``Status``; a ValueError too, as bad arguments are."""
+
+    def __init__(self, given: object, known: list[str]) -> None:
+        self.given, self.known = given, known
+        super().__init__(f"unknown run status {given!r}; use one of {', '.join(known)} "
+                         "(any case)")
 
 
 class RunNotResumable(RunError):

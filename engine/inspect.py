@@ -27,9 +27,10 @@ from ..formats import (
     RunCreated,
     StatusChanged,
 )
-from .errors import RunError, UnknownRun
+from .errors import RunError, UnknownRun, UnknownVersion
 from .index import RunHead
 from .render import clip, first_line, preview, size
+from .runs import Status
 from .state import materialize
 from .store import Reader, lease_expires
 
@@ -37,16 +38,6 @@ if TYPE_CHECKING:
     from .runtime import Engine
 
 IN_DOUBT = ("prepared", "unknown")
-
-
-class UnknownVersion(RunError):
-    """The run has no checkpoint at that version (never written, or pruned)."""
-
-    def __init__(self, run_id: str, version: int, known: list[int]) -> None:
-        self.run_id, self.version = run_id, version
-        shown = ", ".join(str(v) for v in known[-10:]) or "none"
-        super().__init__(f"run {run_id!r} has no checkpoint at version {version}; "
-                         f"stored versions: {shown}")
 
 
 class UnknownKey(RunError):
@@ -138,8 +129,9 @@ def runs(engine: Engine, *, status: str | None = None, flow: str | None = None,
          limit: int | None = None, now: float | None = None) -> list[dict[str, Any]]:
     """One row per run, newest first."""
     now = time.time() if now is None else now
+    wanted = None if status is None else Status.of(status).value  # UnknownStatus
     with engine.store.reader() as r:
-        heads = [h for h in r.heads() if (status is None or h.status == status)
+        heads = [h for h in r.heads() if (wanted is None or h.status == wanted)
                  and (flow is None or h.flow == flow)]
         heads.sort(key=lambda h: (h.created_at, h.run_id), reverse=True)
         heads = heads[:limit] if limit else heads
@@ -293,6 +285,11 @@ def version_seq(reader: Reader, run_id: str, version: int | None) -> tuple[int, 
     head = bide_head(reader, run_id, "state")
     if version is None:
         return head.checkpoint, head.state_version
+    return checkpoint_seq(reader, run_id, version), version
+
+
+def checkpoint_seq(reader: Reader, run_id: str, version: int) -> int:
+    """The seq of the run's checkpoint at ``version``; UnknownVersion if it has none."""
     found, known = None, []
     for seq, rtype in reader.run_entries(run_id):
         if rtype == "checkpoint":
@@ -303,7 +300,7 @@ def version_seq(reader: Reader, run_id: str, version: int | None) -> tuple[int, 
                 found = seq  # the last one wins (a pause can repeat a version)
     if found is None:
         raise UnknownVersion(run_id, version, sorted(set(known)))
-    return found, version
+    return found
 
 
 def state(engine: Engine, run_id: str, version: int | None = None) -> tuple[int, dict[str, Any]]:

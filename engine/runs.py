@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from .errors import UnknownStatus
 from .index import RunHead
 
 
@@ -24,6 +25,20 @@ class Status(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+    @classmethod
+    def of(cls, value: Status | str) -> Status:
+        """``value`` as a Status: a Status, or its name in any case.
+
+        Raises:
+            UnknownStatus: any other value, naming the valid ones (a filter on a
+                misspelt status would otherwise match nothing, silently).
+        """
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str) and value.strip().upper() in cls.__members__:
+            return cls[value.strip().upper()]
+        raise UnknownStatus(value, list(cls.__members__))
 
 
 class Run:

@@ -34,6 +34,7 @@ from .errors import (
 from .executor import Cursor, Execution
 from .flow import Flow
 from .index import FINISHED_STATUSES, WAITING_STATUSES, RunHead
+from .inspect import checkpoint_seq
 from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from .policy import Policy
 from .runs import CheckpointInfo, Run, Status
@@ -362,10 +363,14 @@ class Engine:
         return Run(head, lambda: self.state(head.run_id))
 
     def runs(self, status: Status | str | None = None, flow: str | None = None) -> list[Run]:
-        """Every run, optionally of one status or flow, newest first."""
+        """Every run, optionally of one status (a Status or its name, any case) or flow.
+
+        Newest first. Raises UnknownStatus for a status that does not exist.
+        """
+        wanted = None if status is None else Status.of(status).value
         with self.store.reader() as r:
             heads = [h for h in r.heads()
-                     if (status is None or h.status == str(status))
+                     if (wanted is None or h.status == wanted)
                      and (flow is None or h.flow == flow)]
         heads.sort(key=lambda h: h.created_at, reverse=True)
         return [self._run(h) for h in heads]
@@ -390,21 +395,8 @@ class Engine:
         """The run's state at its latest checkpoint, or at checkpoint ``version``."""
         head = self._head(run_id)
         with self.store.reader() as r:
-            if version is None:
-                return materialize(r, run_id, head.checkpoint)
-            seq = self._version_seq(r, run_id, version)
+            seq = head.checkpoint if version is None else checkpoint_seq(r, run_id, version)
             return materialize(r, run_id, seq)
-
-    def _version_seq(self, r: Reader, run_id: str, version: int) -> int:
-        found = None
-        for seq, rtype in r.run_entries(run_id):
-            if rtype == "checkpoint":
-                cp = r.record(seq)
-                if isinstance(cp, Checkpoint) and cp.version == version:
-                    found = seq
-        if found is None:
-            raise KeyError(f"run {run_id!r} has no checkpoint at version {version}")
-        return found
 
     def intents(self, run_id: str) -> list[dict[str, Any]]:
         """The run's tool calls: key, tool, status, idempotency key, result or error."""

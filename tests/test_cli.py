@@ -117,7 +117,13 @@ def test_runs_filters(home: Path) -> None:
     assert {r["run_id"] for r in js(home, "runs", "--flow", "ask")} == \
         {"r-waiting", "r-decided", "r-cancelled"}
     assert len(js(home, "runs", "--limit", "2")) == 2
-    assert run(home, "runs", "--status", "NOPE").stdout.strip() == "no runs"
+    assert [r["run_id"] for r in js(home, "runs", "--status", "Failed")] == ["r-failed"]
+
+
+def test_runs_with_an_unknown_status_is_a_usage_error(home: Path) -> None:
+    result = run(home, "runs", "--status", "NOPE")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "'NOPE'" in result.stderr and "WAITING_APPROVAL" in result.stderr
 
 
 def test_show_has_the_design_shape(home: Path) -> None:
