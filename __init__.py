@@ -9,6 +9,7 @@ Everything public is re-exported here; modules under ``engine`` and
 from .engine.errors import (
     ApprovalError,
     BideError,
+    ContextClosed,
     CorruptRecord,
     DecisionRefused,
     DurabilityLost,
@@ -52,6 +53,7 @@ __all__ = [
     "ApprovalError",
     "BideError",
     "CheckpointInfo",
+    "ContextClosed",
     "CorruptRecord",
     "DecisionRefused",
     "DurabilityLost",

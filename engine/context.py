@@ -17,6 +17,7 @@ from ..formats.errors import NotSerializable
 from . import faults
 from .approvals import APPROVAL_DECISIONS, RECONCILE_DECISIONS, approval_id, decided, digest_of
 from .errors import (
+    ContextClosed,
     Nondeterminism,
     NotATool,
     Paused,
@@ -43,10 +44,20 @@ class NodeContext:
         self.attempt = attempt
         self._calls = 0
         self._asks = 0
+        self._closed = False
+
+    def close(self) -> None:
+        """The node returned: from now on every call on this ctx raises ContextClosed."""
+        self._closed = True
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise ContextClosed(self.run_id, self.node, what)
 
     # -- approvals ---------------------------------------------------------
     def approve(self, action: str, payload: Any = None, *, expires_in: float | None = None) -> bool:
         """Ask a human. Pauses the run the first time; True/False once decided."""
+        self._check_open("approve")
         index = self._asks
         self._asks += 1
         return self._ask(action, payload, expires_in, approval_id(self.run_id, self.task_id, index))
@@ -82,6 +93,7 @@ class NodeContext:
     # -- tools -------------------------------------------------------------
     def tool(self, t: Tool[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Call a declared tool through the intent log; returns its (recorded) result."""
+        self._check_open("tool")
         if not isinstance(t, Tool):
             raise NotATool(t)
         index = self._calls

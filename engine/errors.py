@@ -26,6 +26,7 @@
     │   └── NodeFailed             a node raised after its retries (run is FAILED)
     ├── ToolError                  a tool call problem
     │   ├── NotATool / ToolOutsideNode
+    │   ├── ContextClosed          a node's ctx used after the node returned
     │   ├── Nondeterminism         a re-run node called something else at a recorded index
     │   ├── ToolFailed             a recorded tool error, raised again on replay
     │   └── ReconciliationAborted
@@ -187,6 +188,18 @@ class ToolOutsideNode(ToolError):
         super().__init__(
             f"tool {tool!r} was called outside a node; call it as ctx.tool({tool}, ...) "
             "inside a node so its side effect goes through the intent log"
+        )
+
+
+class ContextClosed(ToolError):
+    """A node's ``ctx`` was used after the node returned (kept in a closure or a thread)."""
+
+    def __init__(self, run_id: str, node: str, what: str) -> None:
+        self.run_id, self.node = run_id, node
+        super().__init__(
+            f"ctx.{what} was called on the ctx of node {node!r} of run {run_id!r} after that "
+            "node returned; a ctx is valid only while its node runs, so finish tool calls and "
+            "approvals (and join any threads using ctx) before the node returns"
         )
 
 

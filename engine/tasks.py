@@ -90,7 +90,8 @@ def _run_sync(ex: Execution, task: str, name: str) -> TaskResult:
     while True:
         ctx = NodeContext(ex, name, task, attempt)
         try:
-            return _finish(ex, task, name, node.fn(MappingProxyType(ex.state), ctx))
+            update = _closing(ctx, node.fn, MappingProxyType(ex.state), ctx)
+            return _finish(ex, task, name, update)
         except BaseException as exc:  # noqa: BLE001 - sorted below; pauses are not errors
             result = _failed(ex, task, name, exc, attempt, node.retries)
         if result is not None:
@@ -105,7 +106,10 @@ async def _run_async(ex: Execution, task: str, name: str) -> TaskResult:
     while True:
         ctx = NodeContext(ex, name, task, attempt)
         try:
-            update = await node.fn(MappingProxyType(ex.state), ctx)
+            try:
+                update = await node.fn(MappingProxyType(ex.state), ctx)
+            finally:
+                ctx.close()
             return await asyncio.to_thread(_finish, ex, task, name, update)
         except BaseException as exc:  # noqa: BLE001 - sorted below
             result = _failed(ex, task, name, exc, attempt, node.retries)
@@ -113,6 +117,14 @@ async def _run_async(ex: Execution, task: str, name: str) -> TaskResult:
             return result
         await asyncio.sleep(node.retry_backoff * (2 ** attempt))
         attempt += 1
+
+
+def _closing(ctx: NodeContext, fn: Any, *args: Any) -> Any:
+    """Call a sync node; its ctx closes when it returns or raises."""
+    try:
+        return fn(*args)
+    finally:
+        ctx.close()
 
 
 def _finish(ex: Execution, task: str, name: str, update: Any) -> TaskResult:

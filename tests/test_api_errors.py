@@ -55,3 +55,58 @@ def test_the_cli_and_the_api_raise_the_same_unknown_version(engine):
     from bide.engine import inspect
 
     assert inspect.UnknownVersion is bide.UnknownVersion
+
+
+# -- issue 11 item 15: a ctx kept after its node returned ------------------------------
+@bide.tool
+def note(text: str) -> str:
+    return text
+
+
+def kept_ctx_flow(kept: list) -> bide.Flow:
+    flow = bide.Flow("kept")
+
+    @flow.node(start=True)
+    def keeper(state, ctx):
+        kept.append(ctx)
+        return {"a": ctx.tool(note, "inside")}
+
+    @flow.node(after=["keeper"])
+    async def akeeper(state, ctx):
+        kept.append(ctx)
+        return {"b": 1}
+
+    return flow
+
+
+@pytest.mark.parametrize("use", [
+    lambda ctx: ctx.tool(note, "late"),
+    lambda ctx: ctx.approve("late"),
+])
+def test_a_ctx_used_after_its_node_returned_names_node_and_run(engine, use):
+    kept: list = []
+    engine.register(kept_ctx_flow(kept))
+    run = engine.start("kept", run_id="r1")
+    assert run.status == "DONE" and run.state == {"a": "inside", "b": 1}
+    before = list(engine.records("r1"))
+    for ctx, node in zip(kept, ["keeper", "akeeper"], strict=True):
+        with pytest.raises(bide.ContextClosed) as info:
+            use(ctx)
+        assert f"node {node!r}" in str(info.value) and "run 'r1'" in str(info.value)
+        assert info.value.node == node and info.value.run_id == "r1"
+    assert list(engine.records("r1")) == before  # nothing written
+
+
+def test_a_ctx_used_by_a_thread_after_a_failed_node_is_closed_too(engine):
+    kept: list = []
+    flow = bide.Flow("boom")
+
+    @flow.node(start=True)
+    def boom(state, ctx):
+        kept.append(ctx)
+        raise RuntimeError("boom")
+
+    engine.register(flow)
+    assert engine.start("boom", run_id="r1").status == "FAILED"
+    with pytest.raises(bide.ContextClosed):
+        kept[0].tool(note, "late")
