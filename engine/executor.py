@@ -16,6 +16,7 @@ from typing import Any
 from ..formats import Checkpoint, LeaseReleased, PendingWrite, Record, StatusChanged
 from . import faults
 from .approvals import write_request_file
+from .errors import StaleLease
 from .flow import Flow
 from .policy import Policy
 from .state import DEFERRED, Op, fold
@@ -94,6 +95,9 @@ class Execution:
                 if self.next and self.policy.due(self.steps_since_cp):
                     self._checkpoint("RUNNING")
             self._checkpoint("DONE", release=True)
+        except KeyboardInterrupt:
+            self.interrupted("interrupted (KeyboardInterrupt)")
+            raise
         finally:
             self._stop.set()
 
@@ -150,6 +154,24 @@ class Execution:
         self._checkpoint("INTERRUPTED", release=True, extra=[StatusChanged(
             run_id=self.run_id, status="INTERRUPTED", reason="worker shut down",
             at=self.clock())])
+
+    def interrupted(self, reason: str) -> None:
+        """Stopped mid-superstep (Ctrl-C, a cancelled task): INTERRUPTED, lease released.
+
+        No checkpoint: the stop may land anywhere, even between a commit and the
+        bookkeeping after it. The latest checkpoint and the pending writes after
+        it are already what a resume reads, so a status and a released lease are
+        all it takes for any worker to resume at once.
+        """
+        try:
+            self.commit([
+                StatusChanged(run_id=self.run_id, status="INTERRUPTED", reason=reason,
+                              at=self.clock()),
+                LeaseReleased(run_id=self.run_id, owner=self.owner, token=self.token,
+                              at=self.clock()),
+            ])
+        except StaleLease:
+            pass  # another worker owns the run now: its status is theirs to write
 
     def _fail(self, node: str, error: str) -> None:
         """Record the failure; finished siblings' pending writes stay for the resume."""
