@@ -7,7 +7,9 @@ earlier intents by key (task identity + call index) and replays them.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import inspect
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -23,8 +25,10 @@ from .errors import (
     Paused,
     ReconciliationAborted,
     ToolFailed,
+    ToolNeedsAwait,
 )
 from .index import IntentState
+from .offload import off_loop, on_loop
 from .tools import Outcome, Tool
 
 if TYPE_CHECKING:
@@ -92,17 +96,45 @@ class NodeContext:
 
     # -- tools -------------------------------------------------------------
     def tool(self, t: Tool[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Call a declared tool through the intent log; returns its (recorded) result."""
+        """Call a declared tool through the intent log; returns its (recorded) result.
+
+        An async tool (or one with an async reconciler) must be awaited with
+        ``ctx.atool``; that is refused here before anything is recorded.
+        """
         self._check_open("tool")
         if not isinstance(t, Tool):
             raise NotATool(t)
+        if t.needs_await:
+            raise ToolNeedsAwait(t.name, self.node)
+        return self._call(t, self._next_index(), args, kwargs, None)
+
+    async def atool(self, t: Tool[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """``ctx.tool`` for async nodes: the same intent log, awaited.
+
+        A plain tool runs in a thread and an async tool on this event loop, so
+        neither blocks the loop; several ``atool`` calls (or nodes) overlap. The
+        call's index is taken before the first await: calls started in the same
+        order get the same intent keys on every run.
+        """
+        self._check_open("atool")
+        if not isinstance(t, Tool):
+            raise NotATool(t)
+        index = self._next_index()
+        loop = asyncio.get_running_loop()
+        return await off_loop(self._call, t, index, args, kwargs, loop)
+
+    def _next_index(self) -> int:
         index = self._calls
         self._calls += 1
+        return index
+
+    def _call(self, t: Tool[..., Any], index: int, args: tuple[Any, ...],
+              kwargs: dict[str, Any], loop: asyncio.AbstractEventLoop | None) -> Any:
         if t.needs_approval:
             aid = approval_id(self.run_id, self.task_id, index, kind="tool")
             if not self._ask(f"call {t.name}", {"args": list(args), "kwargs": kwargs}, None, aid):
                 raise ToolFailed(t.name, "Rejected", f"the call of {t.name} was rejected")
-        return _ToolCall(self, t, index, args, kwargs).run()
+        return _ToolCall(self, t, index, args, kwargs, loop).run()
 
     def intent_key(self, index: int) -> str:
         return f"{self.task_id}#{index}"
@@ -123,8 +155,10 @@ class _ToolCall:
     """One ``ctx.tool`` call: replay, reconcile, or prepare → call → complete."""
 
     def __init__(self, ctx: NodeContext, t: Tool[..., Any], index: int,
-                 args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+                 args: tuple[Any, ...], kwargs: dict[str, Any],
+                 loop: asyncio.AbstractEventLoop | None) -> None:
         self.ctx, self.t, self.index, self.args, self.kwargs = ctx, t, index, args, kwargs
+        self.loop = loop  # set for ctx.atool: async tools and reconcilers run on it
         self.ex = ctx._ex
         self.key = ctx.intent_key(index)
         self.idem = idempotency_key(ctx.run_id, self.key)
@@ -165,7 +199,8 @@ class _ToolCall:
         reconcile_error = None
         if self.t.reconcile is not None:
             try:
-                outcome = self.t.reconcile(self.idem, *self.args, **self.kwargs)
+                outcome = _invoke(self.t.reconcile, (self.idem, *self.args), self.kwargs,
+                                  self.loop)
             except Exception as exc:  # a reconciler's failure means "unknown"; keep why
                 outcome, reconcile_error = Outcome.unknown(), f"{type(exc).__name__}: {exc}"
             if outcome.status == "done":
@@ -203,7 +238,7 @@ class _ToolCall:
         while True:
             self._prepare(attempt)
             try:
-                result = _invoke(t.fn, self.args, kwargs)
+                result = _invoke(t.fn, self.args, kwargs, self.loop)
             except Exception as exc:
                 faults.point("after_tool_effect")
                 self._complete(attempt, ok=False, error=str(exc), error_type=type(exc).__name__)
@@ -239,7 +274,11 @@ class _ToolCall:
         faults.point("after_intent_completed")
 
 
-def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+            loop: asyncio.AbstractEventLoop | None) -> Any:
+    """Call ``fn``; a coroutine function is awaited on ``loop`` (this thread waits)."""
+    if loop is not None and inspect.iscoroutinefunction(fn):
+        return on_loop(loop, fn(*args, **kwargs))
     return fn(*args, **kwargs)
 
 

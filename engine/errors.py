@@ -26,6 +26,7 @@
     │   └── NodeFailed             a node raised after its retries (run is FAILED)
     ├── ToolError                  a tool call problem
     │   ├── NotATool / ToolOutsideNode
+    │   ├── ToolNeedsAwait         an async tool called with the sync ctx.tool
     │   ├── ContextClosed          a node's ctx used after the node returned
     │   ├── Nondeterminism         a re-run node called something else at a recorded index
     │   ├── ToolFailed             a recorded tool error, raised again on replay
@@ -188,6 +189,17 @@ class ToolOutsideNode(ToolError):
         super().__init__(
             f"tool {tool!r} was called outside a node; call it as ctx.tool({tool}, ...) "
             "inside a node so its side effect goes through the intent log"
+        )
+
+
+class ToolNeedsAwait(ToolError):
+    """An async tool called through the sync ``ctx.tool``: refused before anything is recorded."""
+
+    def __init__(self, tool: str, node: str) -> None:
+        self.tool, self.node = tool, node
+        super().__init__(
+            f"tool {tool!r} is async (or has an async reconciler) and node {node!r} called it "
+            f"with ctx.tool; make the node `async def` and call `await ctx.atool({tool}, ...)`"
         )
 
 

@@ -6,9 +6,11 @@ a worker that lost the lease cannot write.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,11 @@ from . import faults
 from .approvals import write_request_file
 from .errors import StaleLease
 from .flow import Flow
+from .offload import off_loop
 from .policy import Policy
 from .state import DEFERRED, Op, fold
 from .store import Store
-from .tasks import TaskResult, run_tasks
+from .tasks import TaskResult, arun_tasks, run_tasks
 
 GEOMETRIC_MIN = 64  # deltas before the first full snapshot under the default policy
 
@@ -73,42 +76,91 @@ class Execution:
 
     # -- the loop ----------------------------------------------------------
     def run(self) -> None:
+        with self._leased():
+            while self.next:
+                if self._stop_requested():
+                    return
+                if self._settle(self._results(self._tasks())):
+                    return
+            self._checkpoint("DONE", release=True)
+
+    async def arun(self) -> None:
+        """``run`` on the caller's event loop: async nodes run on it, blocking work off it."""
+        with self._leased():
+            while self.next:
+                if await off_loop(self._stop_requested):
+                    return
+                tasks = self._tasks()
+                done, todo = self._found(tasks)
+                results = self._ordered(tasks, done, await arun_tasks(self, todo))
+                if await off_loop(self._settle, results):
+                    return
+            await off_loop(self._checkpoint, "DONE", release=True)
+
+    @contextmanager
+    def _leased(self) -> Iterator[None]:
+        """Renew the lease while the run advances; a stop from outside ends INTERRUPTED.
+
+        Ctrl-C (KeyboardInterrupt) or a cancelled ``astart``/``aresume`` task
+        releases the lease, so any worker can resume at once, and propagates.
+        """
         renewer = threading.Thread(target=self._renew, name=f"bide-lease-{self.run_id}",
                                    daemon=True)
         renewer.start()
         try:
-            while self.next:
-                if self.stopping is not None and self.stopping.is_set():
-                    self._interrupt()
-                    return
-                tasks = [(f"{self.superstep}:{name}:0", name) for name in self.next]
-                results = self._results(tasks)
-                self._commit_deferred(results, keep=self._checkpoint_follows(results))
-                if self._stopped_by(results):
-                    return
-                try:
-                    self._fold(results)
-                except Exception as exc:  # a reducer or route failed: the superstep cannot fold
-                    self._commit_deferred(results, keep=False)
-                    self._fail("(fold)", "".join(traceback.format_exception(exc)))
-                    return
-                if self.next and self.policy.due(self.steps_since_cp):
-                    self._checkpoint("RUNNING")
-            self._checkpoint("DONE", release=True)
+            yield
         except KeyboardInterrupt:
             self.interrupted("interrupted (KeyboardInterrupt)")
+            raise
+        except asyncio.CancelledError:
+            self.interrupted("interrupted (its asyncio task was cancelled)")
             raise
         finally:
             self._stop.set()
 
+    def _stop_requested(self) -> bool:
+        """At a superstep boundary: stop for a shutdown if asked; True if stopped."""
+        if self.stopping is not None and self.stopping.is_set():
+            self._interrupt()
+            return True
+        return False
+
+    def _tasks(self) -> list[tuple[str, str]]:
+        return [(f"{self.superstep}:{name}:0", name) for name in self.next]
+
+    def _settle(self, results: list[TaskResult]) -> bool:
+        """Commit, fold and checkpoint a superstep's results; True if the run stops here."""
+        self._commit_deferred(results, keep=self._checkpoint_follows(results))
+        if self._stopped_by(results):
+            return True
+        try:
+            self._fold(results)
+        except Exception as exc:  # a reducer or route failed: the superstep cannot fold
+            self._commit_deferred(results, keep=False)
+            self._fail("(fold)", "".join(traceback.format_exception(exc)))
+            return True
+        if self.next and self.policy.due(self.steps_since_cp):
+            self._checkpoint("RUNNING")
+        return False
+
     def _results(self, tasks: list[tuple[str, str]]) -> list[TaskResult]:
+        done, todo = self._found(tasks)
+        return self._ordered(tasks, done, run_tasks(self, todo))
+
+    def _found(self, tasks: list[tuple[str, str]]
+               ) -> tuple[dict[str, TaskResult], list[tuple[str, str]]]:
+        """Tasks whose output a crashed worker already committed, and those left to run."""
         done: dict[str, TaskResult] = {}
         for task, name in tasks:
             if task in self.found:
                 seq, write = self.found.pop(task)
                 done[task] = TaskResult(task, name, "ok", list(write.ops), seq)
-        todo = [t for t in tasks if t[0] not in done]
-        for r in run_tasks(self, todo):
+        return done, [t for t in tasks if t[0] not in done]
+
+    @staticmethod
+    def _ordered(tasks: list[tuple[str, str]], done: dict[str, TaskResult],
+                 ran: list[TaskResult]) -> list[TaskResult]:
+        for r in ran:
             done[r.task] = r
         return [done[task] for task, _ in tasks]
 

@@ -36,6 +36,7 @@ from .flow import Flow
 from .index import FINISHED_STATUSES, WAITING_STATUSES, RunHead
 from .inspect import checkpoint_seq
 from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
+from .offload import off_loop
 from .policy import Policy
 from .runs import CheckpointInfo, Run, Status
 from .state import materialize
@@ -105,6 +106,23 @@ class Engine:
         faults.point("after_run_created")
         return self._advance(run_id, token=1)
 
+    async def astart(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
+                     run_id: str | None = None, policy: Policy | None = None) -> Run:
+        """``start`` for async code: async nodes run on the caller's event loop.
+
+        Store commits, sync nodes and plain tools run in threads, so the loop
+        stays free while the run advances. Cancelling the awaiting task leaves
+        the run INTERRUPTED, resumable at once.
+        """
+        run_id = await off_loop(self._create, flow, input, run_id, policy, status="RUNNING")
+        faults.point("after_run_created")
+        return await self._aadvance(run_id, token=1)
+
+    async def asubmit(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
+                      run_id: str | None = None, policy: Policy | None = None) -> str:
+        """``submit`` without blocking the event loop."""
+        return await off_loop(self.submit, flow, input, run_id=run_id, policy=policy)
+
     def submit(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
                run_id: str | None = None, policy: Policy | None = None) -> str:
         """Record a PENDING run and return its id at once; a watcher or ``resume`` runs it."""
@@ -142,6 +160,16 @@ class Engine:
 
     def resume(self, run_id: str) -> Run:
         """Continue a run from its latest checkpoint (after a crash, a pause or a failure)."""
+        taken = self._take(run_id)
+        return taken if isinstance(taken, Run) else self._advance(run_id, taken)
+
+    async def aresume(self, run_id: str) -> Run:
+        """``resume`` for async code: async nodes run on the caller's event loop."""
+        taken = await off_loop(self._take, run_id)
+        return taken if isinstance(taken, Run) else await self._aadvance(run_id, taken)
+
+    def _take(self, run_id: str) -> Run | int:
+        """Lease the run to resume it (its token), or the run if it waits on a decision."""
         head = self._head(run_id)
         if head.status in ("DONE", "CANCELLED"):
             raise RunNotResumable(run_id, f"it is {head.status}")
@@ -150,8 +178,7 @@ class Engine:
         with self.store.reader() as r:  # the flow must still fit before anything is written
             cp, _, found = self._unfolded(r, head)
         self._check_fits(head, cp, found)
-        token = self._acquire(run_id)
-        return self._advance(run_id, token)
+        return self._acquire(run_id)
 
     def recover(self, *, max_age: float = 86400.0, max_attempts: int = 5) -> list[Run]:
         """Resume every run that can go on: pending, interrupted, decided, or orphaned.
@@ -260,14 +287,22 @@ class Engine:
         return lease.token
 
     def _advance(self, run_id: str, token: int) -> Run:
+        self._execution(run_id, token).run()
+        return self.get(run_id)
+
+    async def _aadvance(self, run_id: str, token: int) -> Run:
+        ex = await off_loop(self._execution, run_id, token)
+        await ex.arun()
+        return await off_loop(self.get, run_id)
+
+    def _execution(self, run_id: str, token: int) -> Execution:
         head = self._head(run_id)
         flow = self.flow(head.flow)
         ex = Execution(store=self.store, home=self.home, flow=flow, run_id=run_id, token=token,
                        owner=self.owner, policy=Policy.from_dict(head.policy),
                        cursor=self._cursor(head), clock=self.clock, lease_ttl=self.lease_ttl)
         ex.stopping = self.stopping
-        ex.run()
-        return self.get(run_id)
+        return ex
 
     def _cursor(self, head: RunHead) -> Cursor:
         """Load the latest checkpoint and the pending writes not yet folded into it."""
@@ -340,6 +375,12 @@ class Engine:
         except _AlreadyDecided:
             return False
         return recorded[0]
+
+    async def adecide(self, approval_id: str, decision: str, *, by: str | None = None,
+                      reason: str | None = None, result: Any = None) -> bool:
+        """``decide`` without blocking the event loop."""
+        return await off_loop(self.decide, approval_id, decision, by=by, reason=reason,
+                              result=result)
 
     def pending(self) -> list[dict[str, Any]]:
         """Decisions waiting: approvals and reconciliations nobody has decided yet."""

@@ -1,6 +1,8 @@
 """Running one superstep's tasks: concurrently, with retries, committing each output.
 
-Sync nodes run in threads (inline when alone), async nodes on one event loop.
+Sync nodes run in threads (inline when alone), async nodes on one event loop:
+the caller's under ``engine.astart``, else one of their own (in a helper thread
+when the calling thread already runs a loop).
 Each finished task commits its pending write at once, so a crash or a failing
 sibling never costs the work of a task that finished.
 """
@@ -20,6 +22,7 @@ from ..formats import PendingWrite
 from . import faults
 from .context import NodeContext
 from .errors import Nondeterminism, Paused, StaleLease, StateNotSerializable
+from .offload import off_loop, run_coroutine
 from .state import Op, to_ops
 
 if TYPE_CHECKING:
@@ -68,18 +71,26 @@ def run_tasks(ex: Execution, tasks: list[tuple[str, str]]) -> list[TaskResult]:
     ex.countdown = _Countdown(len(tasks))
     nodes = [ex.flow.nodes[name] for _, name in tasks]
     if any(n.is_async for n in nodes):
-        return asyncio.run(_gather(ex, tasks))
+        return run_coroutine(lambda: _gather(ex, tasks))
     if len(tasks) == 1:
         return [_run_sync(ex, *tasks[0])]
     with ThreadPoolExecutor(max_workers=min(len(tasks), 32)) as pool:
         return list(pool.map(lambda t: _run_sync(ex, *t), tasks))
 
 
+async def arun_tasks(ex: Execution, tasks: list[tuple[str, str]]) -> list[TaskResult]:
+    """``run_tasks`` on the caller's event loop: async nodes run there, the rest off it."""
+    if not tasks:
+        return []
+    ex.countdown = _Countdown(len(tasks))
+    return await _gather(ex, tasks)
+
+
 async def _gather(ex: Execution, tasks: list[tuple[str, str]]) -> list[TaskResult]:
     async def one(task: str, name: str) -> TaskResult:
         if ex.flow.nodes[name].is_async:
             return await _run_async(ex, task, name)
-        return await asyncio.to_thread(_run_sync, ex, task, name)
+        return await off_loop(_run_sync, ex, task, name)
 
     return list(await asyncio.gather(*(one(t, n) for t, n in tasks)))
 
@@ -110,7 +121,7 @@ async def _run_async(ex: Execution, task: str, name: str) -> TaskResult:
                 update = await node.fn(MappingProxyType(ex.state), ctx)
             finally:
                 ctx.close()
-            return await asyncio.to_thread(_finish, ex, task, name, update)
+            return await off_loop(_finish, ex, task, name, update)
         except BaseException as exc:  # noqa: BLE001 - sorted below
             result = _failed(ex, task, name, exc, attempt, node.retries)
         if result is not None:

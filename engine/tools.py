@@ -38,7 +38,10 @@ class Outcome:
 
 
 class Tool(Generic[P, R]):
-    """A declared tool. Call it through ``ctx.tool(t, ...)`` inside a node."""
+    """A declared tool. Call it through ``ctx.tool(t, ...)`` inside a node.
+
+    An ``async def`` tool is awaited with ``await ctx.atool(t, ...)`` in an async node.
+    """
 
     def __init__(
         self,
@@ -59,6 +62,8 @@ class Tool(Generic[P, R]):
         self.retries = retries
         self.backoff = backoff
         self.is_async = inspect.iscoroutinefunction(fn)
+        # awaited through ctx.atool only: sync ctx.tool cannot run a coroutine
+        self.needs_await = self.is_async or inspect.iscoroutinefunction(reconcile)
         self.accepts_key = _accepts_key(fn)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
