@@ -9,11 +9,13 @@ flow on the caller's loop; the sync API works when a loop already runs.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 
 import bide
 import pytest
+from conftest import count_lines, run_app
 
 DEADLINE = 30  # seconds: no test here may hang
 
@@ -239,3 +241,56 @@ def test_a_cancelled_astart_leaves_the_run_interrupted_and_resumable(engine):
     run = engine.get("r1")
     assert run.status == "INTERRUPTED" and run.head.lease_owner is None
     assert "cancelled" in run.reason
+
+
+# -- crash tests: kill a worker at each step of an async tool's call ---------------------
+POINTS = ["before_intent_prepared", "after_intent_prepared", "after_tool_effect",
+          "after_intent_completed", "during_call"]
+
+
+def atool_app(tmp_path, kind, api, *args, fault=None, env=None):
+    return run_app("async_tool_app.py", str(tmp_path / "home"), str(tmp_path / "effects"),
+                   kind, api, *args, fault=fault, env=env, timeout=DEADLINE)
+
+
+def crash_then_resume(tmp_path, kind, api, point):
+    if point == "during_call":
+        out = atool_app(tmp_path, kind, api, "start", "r1", env={"DIE_IN_TOOL": "1"})
+    else:
+        out = atool_app(tmp_path, kind, api, "start", "r1", fault=f"{point}:1:kill")
+    assert out.returncode == -9, out.stderr
+    out = atool_app(tmp_path, kind, api, "resume", "r1")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def effects_of(tmp_path):
+    return sum(count_lines(tmp_path / "effects").values())
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+@pytest.mark.parametrize("point", POINTS)
+def test_an_async_tool_with_a_reconciler_takes_effect_once_across_a_crash(tmp_path, point,
+                                                                          api):
+    run = crash_then_resume(tmp_path, "reconciled", api, point)
+    assert run["status"] == "DONE", run["error"]
+    assert run["state"] == {"result": {"sha": "abc"}, "after": True}
+    assert effects_of(tmp_path) == 1
+    if point in ("after_tool_effect", "during_call"):
+        assert run["intents"][0]["via"] == "reconcile"  # the async reconciler said "done"
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+@pytest.mark.parametrize("point", POINTS)
+def test_an_async_tool_in_doubt_waits_for_a_human_not_a_second_call(tmp_path, point, api):
+    run = crash_then_resume(tmp_path, "plain", api, point)
+    if point in ("after_intent_prepared", "after_tool_effect", "during_call"):
+        assert run["status"] == "NEEDS_RECONCILIATION"
+        assert run["waiting"]["tool"] == "send_email"
+        assert effects_of(tmp_path) == (0 if point == "after_intent_prepared" else 1)
+        out = atool_app(tmp_path, "plain", api, "decide", "r1", "retry")
+        assert out.returncode == 0, out.stderr
+        assert effects_of(tmp_path) == (1 if point == "after_intent_prepared" else 2)
+    else:
+        assert run["status"] == "DONE" and run["state"]["result"] == "sent to ops@example.com"
+        assert effects_of(tmp_path) == 1

@@ -1,0 +1,83 @@
+"""A worker for async-tool crash tests: an async node awaiting one async tool.
+
+usage: async_tool_app.py HOME EFFECTS KIND API start|resume|decide RUN_ID [DECISION]
+KIND: plain (not idempotent, no reconciler) | reconciled (an async reconciler).
+API: sync (engine.start/resume) | async (await engine.astart/aresume under asyncio.run).
+Each real side effect appends "<tool> <idempotency key>" to EFFECTS, outside the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+
+import bide
+
+home, effects, kind, api, action, run_id = sys.argv[1:7]
+
+
+async def effect(tool: str, key: str) -> None:
+    await asyncio.sleep(0)
+    with open(effects, "a") as fh:
+        fh.write(f"{tool} {key}\n")
+    if os.environ.get("DIE_IN_TOOL"):
+        os.kill(os.getpid(), signal.SIGKILL)  # the effect happened, the call never returns
+
+
+@bide.tool
+async def send_email(to: str, *, idempotency_key: str) -> str:
+    await effect("send_email", idempotency_key)
+    return f"sent to {to}"
+
+
+async def was_applied(idempotency_key: str, patch: str) -> bide.Outcome:
+    await asyncio.sleep(0)
+    done = os.path.exists(effects) and any(
+        line.split()[1] == idempotency_key for line in open(effects).read().splitlines())
+    return bide.Outcome.done({"sha": "abc"}) if done else bide.Outcome.not_done()
+
+
+@bide.tool(reconcile=was_applied)
+async def git_apply(patch: str, *, idempotency_key: str) -> dict:
+    await effect("git_apply", idempotency_key)
+    return {"sha": "abc"}
+
+
+flow = bide.Flow("atools")
+
+
+@flow.node(start=True)
+async def act(state, ctx):
+    if kind == "plain":
+        return {"result": await ctx.atool(send_email, "ops@example.com")}
+    return {"result": await ctx.atool(git_apply, "p-9")}
+
+
+@flow.node(after=["act"])
+async def after(state, ctx):
+    return {"after": True}
+
+
+async def advance(engine: bide.Engine) -> bide.Run:
+    if action == "start":
+        return await engine.astart("atools", run_id=run_id)
+    if action == "decide":
+        await engine.adecide(engine.get(run_id).waiting["approval_id"], sys.argv[7], by="alice")
+    return await engine.aresume(run_id)
+
+
+with bide.open(home, durability="fast") as engine:
+    engine.register(flow)
+    if api == "async":
+        run = asyncio.run(advance(engine))
+    elif action == "start":
+        run = engine.start("atools", run_id=run_id)
+    else:
+        if action == "decide":
+            engine.decide(engine.get(run_id).waiting["approval_id"], sys.argv[7], by="alice")
+        run = engine.resume(run_id)
+    print(json.dumps({"status": run.status.value, "state": run.state, "waiting": run.waiting,
+                      "error": run.error, "intents": engine.intents(run_id)}))
