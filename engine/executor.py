@@ -213,7 +213,9 @@ class Execution:
         No checkpoint: the stop may land anywhere, even between a commit and the
         bookkeeping after it. The latest checkpoint and the pending writes after
         it are already what a resume reads, so a status and a released lease are
-        all it takes for any worker to resume at once.
+        all it takes for any worker to resume at once. If the run already ended
+        (the stop came just after its DONE, pause or failure commit released the
+        lease), the fence refuses this commit and the run stays as it ended.
         """
         try:
             self.commit([
@@ -223,7 +225,7 @@ class Execution:
                               at=self.clock()),
             ])
         except StaleLease:
-            pass  # another worker owns the run now: its status is theirs to write
+            pass  # it ended, or another worker owns it now: not ours to write
 
     def _fail(self, node: str, error: str) -> None:
         """Record the failure; finished siblings' pending writes stay for the resume."""

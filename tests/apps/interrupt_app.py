@@ -2,7 +2,8 @@
 
 usage: interrupt_app.py HOME EFFECTS MODE start|resume RUN_ID
 MODE: single (one node runs in the main thread) | parallel (two nodes in threads) |
-async (an async node). The tool ``send`` appends a line to EFFECTS, outside the store.
+async (an async node) | astart (an async node under asyncio.run(engine.astart(...))).
+The tool ``send`` appends a line to EFFECTS, outside the store.
 ``start`` writes EFFECTS.ready when the slow node runs, prints the run after
 KeyboardInterrupt, then waits for a line on stdin before exiting, so the test can
 resume the run from another process while this one (and its lease) still lives.
@@ -43,7 +44,7 @@ def act(state, ctx):
     return {"sent": ctx.tool(send, "once")}
 
 
-if mode == "async":
+if mode in ("async", "astart"):
     @flow.node(after=["act"])
     async def slow(state, ctx):
         if action == "start":
@@ -73,7 +74,10 @@ with bide.open(home, durability="fast", lease_ttl=60) as engine:
     engine.register(flow)
     if action == "start":
         try:
-            engine.start("ctrlc", run_id=run_id)
+            if mode == "astart":
+                asyncio.run(engine.astart("ctrlc", run_id=run_id))
+            else:
+                engine.start("ctrlc", run_id=run_id)
         except KeyboardInterrupt:
             report(engine)
             sys.stdin.readline()  # stay alive (the lease owner) until the test is done
