@@ -14,3 +14,16 @@ def test_status_values_equal_names():
              "DONE", "FAILED", "CANCELLED"]
     assert [s.value for s in bide.Status] == names
     assert all(s.name == s.value for s in bide.Status)
+
+
+def test_issue_11_names_are_public_in_their_branch_of_the_tree():
+    from bide.engine import errors
+
+    branches = {"ContextClosed": bide.ToolError, "ToolNeedsAwait": bide.ToolError,
+                "UnknownStatus": bide.RunError, "UnknownVersion": bide.RunError}
+    for name, branch in branches.items():
+        assert name in bide.__all__ and issubclass(getattr(bide, name), branch)
+        assert name in errors.__doc__  # drawn in the tree
+    assert issubclass(bide.UnknownStatus, ValueError)
+    assert callable(bide.Engine.astart) and callable(bide.Engine.aresume)
+    assert callable(bide.Engine.adecide) and callable(bide.Engine.asubmit)
