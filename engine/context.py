@@ -12,7 +12,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..formats import ApprovalRequested, IntentCompleted, IntentPrepared, check_serializable
+from ..formats import (
+    ApprovalRequested,
+    IntentCompleted,
+    IntentPrepared,
+    check_serializable,
+    pack,
+)
 from ..formats.errors import NotSerializable
 from . import faults
 from .approvals import APPROVAL_DECISIONS, RECONCILE_DECISIONS, approval_id, decided, digest_of
@@ -102,8 +108,13 @@ def idempotency_key(run_id: str, key: str) -> str:
 
 
 def args_digest(tool: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    blob = check_serializable([list(args), sorted(kwargs.items())],
-                              f"the arguments of tool {tool!r}")
+    """Refuse arguments bide does not keep; digest the rest as bide always did.
+
+    The digest hashes plain msgpack (``pack``), not the stored form, so every
+    call accepted by an older bide keeps its digest and a resumed run replays.
+    """
+    check_serializable([list(args), kwargs], f"the arguments of tool {tool!r}")
+    blob = pack([list(args), sorted(kwargs.items())])
     return "sha256:" + hashlib.sha256(blob).hexdigest()[:32]
 
 

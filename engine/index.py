@@ -22,7 +22,7 @@ from ..formats import (
     Record,
     RunCreated,
     StatusChanged,
-    pack,
+    pack_value,
     unpack,
 )
 from . import langgraph_index as lg
@@ -162,7 +162,7 @@ def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
     head.bytes += size
     head.updated_at = max(head.updated_at, getattr(record, "at", 0.0) or 0.0)
     _fold(tables, head, seq, record)
-    tables.put(RUNS, run_id.encode(), pack(head))
+    tables.put(RUNS, run_id.encode(), pack_value(head))
 
 
 def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
@@ -236,7 +236,7 @@ def _fold_intent_prepared(tables: Tables, r: IntentPrepared) -> None:
     )
     if old is not None:  # a new attempt keeps who resolved earlier ones, as history
         state.decision, state.by, state.reason = old.decision, old.by, old.reason
-    tables.put(INTENTS, key, pack(state))
+    tables.put(INTENTS, key, pack_value(state))
 
 
 def _fold_intent_completed(tables: Tables, r: IntentCompleted) -> None:
@@ -246,7 +246,7 @@ def _fold_intent_completed(tables: Tables, r: IntentCompleted) -> None:
         return
     state.status = "completed" if r.ok else "failed"
     state.result, state.error, state.error_type, state.via = r.result, r.error, r.error_type, r.via
-    tables.put(INTENTS, key, pack(state))
+    tables.put(INTENTS, key, pack_value(state))
 
 
 def _fold_approval_requested(tables: Tables, r: ApprovalRequested) -> None:
@@ -256,13 +256,13 @@ def _fold_approval_requested(tables: Tables, r: ApprovalRequested) -> None:
         allowed=r.allowed, tool=r.tool, intent=r.intent, requested_at=r.requested_at,
         expires_at=r.expires_at,
     )
-    tables.put(APPROVALS, r.approval_id.encode(), pack(state))
+    tables.put(APPROVALS, r.approval_id.encode(), pack_value(state))
     if r.intent is not None:
         ikey = intent_key(r.run_id, r.intent)
         intent = load(tables, INTENTS, ikey, IntentState)
         if intent is not None and intent.status == "prepared":
             intent.status, intent.approval_id = "unknown", r.approval_id
-            tables.put(INTENTS, ikey, pack(intent))
+            tables.put(INTENTS, ikey, pack_value(intent))
 
 
 def _fold_approval_decided(tables: Tables, r: ApprovalDecided) -> None:
@@ -271,7 +271,7 @@ def _fold_approval_decided(tables: Tables, r: ApprovalDecided) -> None:
         return
     state.decision, state.by, state.reason, state.result = r.decision, r.by, r.reason, r.result
     state.decided_at, state.file, state.content_digest = r.at, r.file, r.content_digest
-    tables.put(APPROVALS, r.approval_id.encode(), pack(state))
+    tables.put(APPROVALS, r.approval_id.encode(), pack_value(state))
     if state.intent is not None:
         ikey = intent_key(r.run_id, state.intent)
         intent = load(tables, INTENTS, ikey, IntentState)
@@ -280,4 +280,4 @@ def _fold_approval_decided(tables: Tables, r: ApprovalDecided) -> None:
             intent.decision, intent.by, intent.reason = r.decision, r.by, r.reason
             if r.decision == "mark_done":
                 intent.result = r.result
-            tables.put(INTENTS, ikey, pack(intent))
+            tables.put(INTENTS, ikey, pack_value(intent))

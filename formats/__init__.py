@@ -1,6 +1,6 @@
 """Versioned record formats: the bytes bide keeps, and how old bytes are read."""
 
-from .codec import check_serializable, decode, encode, pack, record_type, unpack
+from .codec import check_serializable, decode, encode, pack, pack_value, record_type, unpack
 from .errors import (
     BideError,
     CorruptRecord,
@@ -48,6 +48,7 @@ __all__ = [
     "decode",
     "encode",
     "pack",
+    "pack_value",
     "record_type",
     "register",
     "unpack",

@@ -47,8 +47,19 @@ class UnknownRecordType(RecordError):
 
 
 class NotSerializable(BideError):
-    """A value given to bide cannot be stored as msgpack."""
+    """A value given to bide cannot be stored (see ``formats/values.py`` for the kept types).
 
-    def __init__(self, what: str, why: str) -> None:
+    ``type_name`` is the refused type, when a type is the reason; ``trail`` the
+    path from the outermost value down to it (list indexes, dict keys).
+    """
+
+    def __init__(self, what: str, why: str, *, type_name: str | None = None,
+                 trail: list[object] | None = None) -> None:
         self.what, self.why = what, why
+        self.type_name = type_name
+        self.trail: list[object] = [] if trail is None else trail
         super().__init__(f"{what} cannot be stored: {why}")
+
+    def where(self) -> str:
+        """The trail as Python subscripts, e.g. ``["items"][2]``."""
+        return "".join(f"[{step!r}]" for step in self.trail)
