@@ -1,6 +1,15 @@
 """Versioned record formats: the bytes bide keeps, and how old bytes are read."""
 
-from .codec import check_serializable, decode, encode, pack, pack_value, record_type, unpack
+from .codec import (
+    check_serializable,
+    decode,
+    digest_bytes,
+    encode,
+    pack,
+    pack_value,
+    record_type,
+    unpack,
+)
 from .errors import (
     BideError,
     CorruptRecord,
@@ -46,6 +55,7 @@ __all__ = [
     "UnknownRecordType",
     "check_serializable",
     "decode",
+    "digest_bytes",
     "encode",
     "pack",
     "pack_value",
