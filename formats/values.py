@@ -33,6 +33,7 @@ TUPLE, SET, FROZENSET, DATETIME, DATE, TIME, TIMEDELTA, DECIMAL, UUID = range(1,
 
 _SCALARS = frozenset({str, int, float, bool, type(None), bytes})
 _KEY_SCALARS = _SCALARS
+_STR = frozenset({str})
 _body = msgspec.msgpack.Encoder()
 
 SUPPORTED = ("None", "bool", "int (64-bit)", "float", "str", "bytes", "list", "dict", "tuple",
@@ -70,34 +71,36 @@ def to_wire(value: Any) -> Any:
 
 
 def _list(items: list[Any]) -> list[Any]:
-    if all(type(v) in _SCALARS for v in items):
+    if _SCALARS.issuperset(map(type, items)):  # the common case, at C speed
         return items
-    i = 0
     try:
-        out = []
-        for i, v in enumerate(items):  # noqa: B007 - i names the failing index
-            out.append(to_wire(v))
-        return out
+        return [v if type(v) in _SCALARS else to_wire(v) for v in items]
     except NotSerializable as exc:
-        exc.trail.insert(0, i)
+        exc.trail.insert(0, _failing(enumerate(items)))
         raise
 
 
 def _dict(d: dict[Any, Any]) -> dict[Any, Any]:
-    for k in d:
-        if type(k) is not str:
+    if not _STR.issuperset(map(type, d)):
+        for k in d:
             _check_key(k)
-    if all(type(v) in _SCALARS for v in d.values()):
+    if _SCALARS.issuperset(map(type, d.values())):
         return d
-    k: Any = None
     try:
-        out = {}
-        for k, v in d.items():
-            out[k] = to_wire(v)
-        return out
+        return {k: v if type(v) in _SCALARS else to_wire(v) for k, v in d.items()}
     except NotSerializable as exc:
-        exc.trail.insert(0, k)
+        exc.trail.insert(0, _failing(d.items()))
         raise
+
+
+def _failing(pairs: Any) -> Any:
+    """The index or key of the first refused item (only walked when one was refused)."""
+    for where, v in pairs:
+        try:
+            to_wire(v)
+        except NotSerializable:
+            return where
+    return None
 
 
 def _check_key(key: Any) -> None:
