@@ -9,6 +9,7 @@ Everything public is re-exported here; modules under ``engine`` and
 from .engine.errors import (
     ApprovalError,
     BideError,
+    CorruptIndex,
     CorruptRecord,
     DecisionRefused,
     DurabilityLost,
@@ -50,6 +51,7 @@ __all__ = [
     "ApprovalError",
     "BideError",
     "CheckpointInfo",
+    "CorruptIndex",
     "CorruptRecord",
     "DecisionRefused",
     "DurabilityLost",

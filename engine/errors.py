@@ -3,6 +3,7 @@
     BideError                      (formats.errors; root of all)
     ├── RecordError                a stored value cannot be read
     │   ├── CorruptRecord          checksum / truncation; names the key
+    │   ├── CorruptIndex           a derived index value fails its checksum; names table + key
     │   ├── NewerSchema            written by a newer bide: upgrade
     │   └── UnknownRecordType
     ├── NotSerializable            a value cannot be stored
@@ -41,6 +42,7 @@ from typing import Any
 
 # re-exported: the whole tree is importable from here
 from ..formats.errors import BideError as BideError
+from ..formats.errors import CorruptIndex as CorruptIndex
 from ..formats.errors import CorruptRecord as CorruptRecord
 from ..formats.errors import NewerSchema as NewerSchema
 from ..formats.errors import NotSerializable as NotSerializable

@@ -23,8 +23,10 @@ from ..formats import (
     RunCreated,
     StatusChanged,
     pack_value,
-    unpack,
+    unpack_value,
 )
+from ..formats.envelope import INDEX_MAGIC, frame_index
+from ..formats.errors import CorruptIndex
 from . import langgraph_index as lg
 
 RUNS, RUNLOG, INTENTS, APPROVALS = "runs", "runlog", "intents", "approvals"
@@ -131,6 +133,10 @@ class ApprovalState(msgspec.Struct, kw_only=True, omit_defaults=True):
     content_digest: str | None = None
 
 
+# Tables of structs, framed with a checksum by ``pack_value`` (store format 2).
+CHECKSUMMED: dict[str, type] = {RUNS: RunHead, INTENTS: IntentState, APPROVALS: ApprovalState}
+
+
 class Tables(Protocol):
     """Key/value access to the derived tables inside one write transaction."""
 
@@ -138,9 +144,24 @@ class Tables(Protocol):
     def put(self, table: str, key: bytes, value: bytes) -> None: ...
 
 
+def with_checksum(table: str, key: bytes, raw: bytes) -> bytes | None:
+    """A value written before index checksums, framed; None if it needs nothing.
+
+    A value that does not decode is left as it is (None): a checksum must not
+    bless damaged bytes; reads and ``bide doctor`` report it.
+    """
+    if raw[:1] == INDEX_MAGIC:
+        return None
+    try:
+        unpack_value(raw, CHECKSUMMED.get(table, Any), table=table, key=key)
+    except CorruptIndex:
+        return None
+    return frame_index(raw)
+
+
 def load(tables: Tables, table: str, key: bytes, cls: type) -> Any:
     raw = tables.get(table, key)
-    return None if raw is None else unpack(raw, cls)
+    return None if raw is None else unpack_value(raw, cls, table=table, key=key)
 
 
 def apply(tables: Tables, seq: int, size: int, record: Record) -> None:

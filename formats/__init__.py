@@ -9,9 +9,11 @@ from .codec import (
     pack_value,
     record_type,
     unpack,
+    unpack_value,
 )
 from .errors import (
     BideError,
+    CorruptIndex,
     CorruptRecord,
     NewerSchema,
     NotSerializable,
@@ -40,6 +42,7 @@ __all__ = [
     "ApprovalRequested",
     "BideError",
     "Checkpoint",
+    "CorruptIndex",
     "CorruptRecord",
     "IntentCompleted",
     "IntentPrepared",
@@ -62,4 +65,5 @@ __all__ = [
     "record_type",
     "register",
     "unpack",
+    "unpack_value",
 ]

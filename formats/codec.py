@@ -6,8 +6,8 @@ from typing import Any
 
 import msgspec
 
-from .envelope import frame, unframe
-from .errors import CorruptRecord, NewerSchema, NotSerializable, UnknownRecordType
+from .envelope import frame, frame_index, unframe, unframe_index
+from .errors import CorruptIndex, CorruptRecord, NewerSchema, NotSerializable, UnknownRecordType
 from .migrations import upgrade
 from .records import RECORD_TYPES, Record
 from .values import ext_hook, to_wire
@@ -119,7 +119,7 @@ def _sets_sorted(value: Any) -> Any:
 
 
 def pack_value(value: Any) -> bytes:
-    """A derived index value (a struct or list) with its user values kept faithfully."""
+    """A derived index value (a struct or list): kept types faithfully, and a checksum."""
     if isinstance(value, msgspec.Struct):
         changes = {}
         for name in value.__struct_fields__:
@@ -130,7 +130,21 @@ def pack_value(value: Any) -> bytes:
         value = msgspec.structs.replace(value, **changes) if changes else value
     else:
         value = to_wire(value)
-    return _encoder.encode(value)
+    return frame_index(_encoder.encode(value))
+
+
+def unpack_value(data: bytes, type: Any = Any, *, table: str, key: bytes) -> Any:  # noqa: A002
+    """Inverse of :func:`pack_value`; also reads values written before index checksums.
+
+    Raises:
+        CorruptIndex: the checksum does not match or the value does not decode
+            (names ``table`` and ``key``).
+    """
+    try:
+        body = unframe_index(data)
+        return _decoder(type).decode(data if body is None else body)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+        raise CorruptIndex(table, key, str(exc)) from None
 
 
 def check_serializable(value: Any, what: str) -> bytes:
@@ -149,6 +163,7 @@ def check_serializable(value: Any, what: str) -> bytes:
 
 
 __all__ = [
+    "CorruptIndex",
     "CorruptRecord",
     "check_serializable",
     "decode",
@@ -158,4 +173,5 @@ __all__ = [
     "pack_value",
     "record_type",
     "unpack",
+    "unpack_value",
 ]

@@ -24,6 +24,23 @@ class CorruptRecord(RecordError):
         super().__init__(f"corrupt record at key {key!r}: {why}")
 
 
+class CorruptIndex(RecordError):
+    """A derived index value fails its checksum or does not decode.
+
+    The log is the source of truth: a rebuild (``bide doctor --rebuild``) rewrites
+    the index from it. Names the table and the key.
+    """
+
+    def __init__(self, table: str, key: bytes, why: str) -> None:
+        self.table, self.key, self.why = table, key, why
+        shown = key.decode(errors="replace").replace("\x00", " ")
+        super().__init__(
+            f"corrupt index entry in table {table!r} at key {shown!r}: {why}. The log is "
+            "intact: `bide doctor` lists the damage, `bide doctor --rebuild` rewrites the "
+            "index from the log"
+        )
+
+
 class NewerSchema(RecordError):
     """The record was written by a newer bide than this one."""
 

@@ -14,3 +14,9 @@ def test_status_values_equal_names():
              "DONE", "FAILED", "CANCELLED"]
     assert [s.value for s in bide.Status] == names
     assert all(s.name == s.value for s in bide.Status)
+
+
+def test_record_errors_are_exported_under_record_error():
+    for cls in (bide.CorruptRecord, bide.CorruptIndex, bide.NewerSchema):
+        assert issubclass(cls, bide.RecordError) and issubclass(cls, bide.BideError)
+    assert issubclass(bide.StateNotSerializable, bide.NotSerializable)
