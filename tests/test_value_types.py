@@ -11,6 +11,8 @@ import dataclasses
 import datetime as dt
 import enum
 import json
+import os
+import subprocess
 import sys
 import uuid
 from decimal import Decimal
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import bide
 import pytest
+from bide.engine import context, faults
 from bide.engine.context import args_digest
 from bide.formats import Checkpoint, PendingWrite, decode, encode
 from conftest import APPS, run_app
@@ -214,3 +217,55 @@ def test_tool_argument_digests_of_calls_accepted_before_are_unchanged():
     kwargs = {"z": {"n": [True]}, "a": dt.datetime(2024, 1, 2, 3, 4, 5)}
     # the digest db67783 computed for this call: a resumed pre-upgrade run must replay it
     assert args_digest("t", args, kwargs) == "sha256:11d84bc4fa7cb380a75a6c14f93dab8d"
+
+
+SET_ARGS = "({'alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta', 'eta', 'theta'},)"
+
+
+def test_a_set_argument_has_the_same_digest_in_every_process():
+    code = ("from bide.engine.context import args_digest; "
+            f"print(args_digest('t', {SET_ARGS}, {{}}))")
+    digests = set()
+    for seed in ("1", "2", "3"):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BIDE_")}
+        env["PYTHONHASHSEED"] = seed  # str hashes, hence set order, differ per process
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1, digests
+
+
+CALLS: list[object] = []
+TAGS = {"alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"}
+
+
+@bide.tool
+def remember(tags):
+    CALLS.append(tags)
+    return sorted(tags)
+
+
+def test_a_call_recorded_with_an_older_digest_still_replays(engine, monkeypatch):
+    """A run started by an older bide recorded ``legacy_args_digest``; resuming replays it."""
+    flow = bide.Flow("legacy")
+    flow.node(lambda state, ctx: {"r": ctx.tool(remember, TAGS)}, name="n", start=True)
+    engine.register(flow)
+    monkeypatch.setattr(context, "args_digest",
+                        lambda tool, args, kwargs: context.legacy_args_digest(args, kwargs))
+    faults.configure("after_intent_completed:1:raise")
+    try:
+        engine.start("legacy", {}, run_id="r1")  # the node dies after the call was recorded
+    except faults.InjectedFault:
+        pass
+    finally:
+        faults.configure(None)
+    monkeypatch.undo()
+    with engine.store.reader() as r:
+        (intent,) = list(r.intents("r1"))
+    assert intent.status == "completed"
+    assert intent.args_digest == context.legacy_args_digest((TAGS,), {})
+    assert intent.args_digest != context.args_digest("remember", (TAGS,), {})  # 1 in 8! equal
+    run = engine.resume("r1")
+    assert run.status == bide.Status.DONE and run.state["r"] == sorted(TAGS)
+    assert len(CALLS) == 1  # replayed from the log, not called again
