@@ -246,7 +246,7 @@ class LMDBReader:
     def lease_expiry(self, run_id: str) -> tuple[int, float] | None:
         key = run_id.encode()
         raw = self.txn.get(key, db=self.dbs[LEASES])
-        return None if raw is None else tuple(unpack_value(raw, table=LEASES, key=key))  # type: ignore[return-value]
+        return None if raw is None else unpack_value(raw, tuple[int, float], table=LEASES, key=key)
 
     def log(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
         cur = self.txn.cursor(db=self.dbs[LOG])

@@ -16,7 +16,9 @@ show`` run user code; store ``member.value`` or ``dataclasses.asdict(obj)``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import enum
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -115,9 +117,6 @@ def _check_key(key: Any) -> None:
 
 
 def _hint(value: Any) -> str:
-    import dataclasses
-    import enum
-
     if isinstance(value, enum.Enum):
         return " (an Enum: store member.value)"
     if dataclasses.is_dataclass(value):
