@@ -25,7 +25,7 @@ from ..formats import (
     pack_value,
     unpack_value,
 )
-from ..formats.envelope import INDEX_MAGIC, frame_index
+from ..formats.envelope import INDEX_MAGIC, frame_index, unframe_index
 from ..formats.errors import CorruptIndex
 from . import langgraph_index as lg
 
@@ -133,8 +133,10 @@ class ApprovalState(msgspec.Struct, kw_only=True, omit_defaults=True):
     content_digest: str | None = None
 
 
-# Tables of structs, framed with a checksum by ``pack_value`` (store format 2).
+# Tables of structs, framed with a checksum by ``pack_value`` (store format 2); the run
+# log's type tags are framed too (``runlog_value``). LangGraph's entries are not (yet).
 CHECKSUMMED: dict[str, type] = {RUNS: RunHead, INTENTS: IntentState, APPROVALS: ApprovalState}
+FRAMED = (*CHECKSUMMED, RUNLOG)
 
 
 class Tables(Protocol):
@@ -142,6 +144,31 @@ class Tables(Protocol):
 
     def get(self, table: str, key: bytes) -> bytes | None: ...
     def put(self, table: str, key: bytes, value: bytes) -> None: ...
+
+
+def runlog_value(rtype: str) -> bytes:
+    """A run log entry's value: the record's type tag, with a checksum."""
+    return frame_index(rtype.encode())
+
+
+def runlog_type(raw: bytes, key: bytes) -> str:
+    """The type tag of a run log entry (framed, or as written before index checksums).
+
+    Raises:
+        CorruptIndex: the checksum fails or the tag is not ascii.
+    """
+    try:
+        body = unframe_index(raw)
+        return (raw if body is None else bytes(body)).decode("ascii")
+    except (ValueError, UnicodeDecodeError) as exc:  # UnicodeDecodeError is a ValueError
+        raise CorruptIndex(RUNLOG, key, str(exc)) from None
+
+
+def read_index(table: str, key: bytes, raw: bytes) -> Any:
+    """Decode any checksummed index value (what doctor and the format upgrade check)."""
+    if table == RUNLOG:
+        return runlog_type(raw, key)
+    return unpack_value(raw, CHECKSUMMED.get(table, Any), table=table, key=key)
 
 
 def with_checksum(table: str, key: bytes, raw: bytes) -> bytes | None:
@@ -153,7 +180,7 @@ def with_checksum(table: str, key: bytes, raw: bytes) -> bytes | None:
     if raw[:1] == INDEX_MAGIC:
         return None
     try:
-        unpack_value(raw, CHECKSUMMED.get(table, Any), table=table, key=key)
+        read_index(table, key, raw)
     except CorruptIndex:
         return None
     return frame_index(raw)
@@ -167,7 +194,7 @@ def load(tables: Tables, table: str, key: bytes, cls: type) -> Any:
 def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
     """Fold one log record into the derived tables."""
     run_id: str = record.run_id  # type: ignore[attr-defined]
-    tables.put(RUNLOG, runlog_key(run_id, seq), record.TYPE.encode())
+    tables.put(RUNLOG, runlog_key(run_id, seq), runlog_value(record.TYPE))
     lg.fold_tables(tables, seq, record)
     if isinstance(record, RunCreated):
         head = RunHead(

@@ -26,8 +26,8 @@ from . import faults
 from .errors import DurabilityLost, NewerStore, NotAHome, StaleLease, StoreError, StoreFull
 from .index import (
     APPROVALS,
-    CHECKSUMMED,
     DERIVED,
+    FRAMED,
     INTENTS,
     RUNLOG,
     RUNS,
@@ -37,6 +37,7 @@ from .index import (
     apply,
     keys_of,
     run_prefix,
+    runlog_type,
     seq_key,
     seq_of,
     with_checksum,
@@ -214,10 +215,10 @@ class LMDBReader:
         cur = self.txn.cursor(db=self.dbs[RUNLOG])
         if not cur.set_range(prefix + seq_key(max(start, 0))):
             return
-        for key, rtype in cur:
+        for key, raw in cur:
             if not key.startswith(prefix):
                 return
-            yield seq_of(key), rtype.decode()
+            yield seq_of(key), runlog_type(raw, key)
 
     def intent(self, run_id: str, key: str) -> IntentState | None:
         ikey = run_prefix(run_id) + key.encode()
@@ -366,7 +367,7 @@ class LMDBStore:
 
     def _add_index_checksums(self, txn: lmdb.Transaction) -> None:
         """Format 1 -> 2, in the opening transaction: frame every index value."""
-        for table in (*CHECKSUMMED, LEASES):
+        for table in (*FRAMED, LEASES):
             db = self.dbs[table]
             framed = [(key, new) for key, raw in txn.cursor(db=db)
                       if (new := with_checksum(table, key, raw)) is not None]

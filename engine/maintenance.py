@@ -36,13 +36,15 @@ from ..formats import (
 from . import faults
 from .errors import StoreError
 from .index import (
-    CHECKSUMMED,
     DERIVED,
     FINISHED_STATUSES,
+    FRAMED,
     RUNLOG,
     RUNS,
     RunHead,
     apply,
+    read_index,
+    runlog_type,
     seq_key,
     seq_of,
 )
@@ -127,9 +129,9 @@ def read_log(reader: LMDBReader) -> tuple[list[tuple[int, int, Record]], list[Pr
 def _whose(reader: LMDBReader, seq: int) -> str:
     """``run r-1, checkpoint: `` for a seq, from the run log index (if it knows it)."""
     suffix = seq_key(seq)
-    for key, rtype in reader.txn.cursor(db=reader.dbs[RUNLOG]):
+    for key, raw in reader.txn.cursor(db=reader.dbs[RUNLOG]):
         if key.endswith(suffix) and seq_of(key) == seq:
-            return f"run {key[:-9].decode(errors='replace')}, {rtype.decode()}: "
+            return f"run {key[:-9].decode(errors='replace')}, {_runlog_text(raw)}: "
     return ""
 
 
@@ -166,10 +168,10 @@ def check(reader: LMDBReader) -> DoctorReport:
 def index_checksums(reader: LMDBReader) -> list[Problem]:
     """Every index value whose checksum fails or that does not decode, as a problem."""
     problems = []
-    for table in (*CHECKSUMMED, LEASES):
+    for table in (*FRAMED, LEASES):
         for key, raw in reader.txn.cursor(db=reader.dbs[table]):
             try:
-                unpack_value(raw, CHECKSUMMED.get(table, Any), table=table, key=key)
+                read_index(table, key, raw)
             except CorruptIndex as exc:
                 problems.append(Problem("corrupt", table, _key_text(table, key),
                                         f"{exc.why}; `bide doctor --rebuild` rewrites it"))
@@ -208,19 +210,24 @@ def _key_text(table: str, key: bytes) -> str:
 def _same_content(table: str, key: bytes, have: bytes, want: bytes) -> bool:
     """Equal once decoded: a value written before index checksums (store format 1)
     still read on a home not yet opened for writing (e.g. read-only)."""
-    if table not in CHECKSUMMED:
+    if table not in FRAMED:
         return False
     try:
-        return unpack_value(have, table=table, key=key) == unpack_value(want, table=table,
-                                                                         key=key)
+        return read_index(table, key, have) == read_index(table, key, want)
     except CorruptIndex:
         return False
 
 
+def _runlog_text(raw: bytes) -> str:
+    try:
+        return runlog_type(raw, b"")
+    except CorruptIndex:
+        return "(corrupt type)"
+
+
 def _difference(table: str, have: bytes, want: bytes) -> str:
     if table == RUNLOG:
-        return f"type {have.decode(errors='replace')!r} in the index, " \
-               f"{want.decode(errors='replace')!r} in the log"
+        return f"type {_runlog_text(have)!r} in the index, {_runlog_text(want)!r} in the log"
     try:
         a = unpack_value(have, table=table, key=b"")
         b = unpack_value(want, table=table, key=b"")

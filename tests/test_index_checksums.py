@@ -18,14 +18,25 @@ import bide
 import lmdb
 import pytest
 from bide.cli import main
-from bide.engine.index import APPROVALS, CHECKSUMMED, DERIVED, INTENTS, RUNS, intent_key
+from bide.engine.index import (
+    APPROVALS,
+    CHECKSUMMED,
+    DERIVED,
+    FRAMED,
+    INTENTS,
+    RUNLOG,
+    RUNS,
+    intent_key,
+    read_index,
+    runlog_key,
+)
 from bide.engine.lmdb_store import LEASES, LOG, META, STORE_FORMAT, LMDBReader
 from bide.formats import CorruptIndex, pack_value, unpack_value
 from cli_world import DECIDED, FLOWS, NOTIFIED, home, template  # noqa: F401 - fixtures
 from click.testing import CliRunner
 
 FIXTURES = Path(__file__).parent / "fixtures"
-INDEX_TABLES = (*CHECKSUMMED, LEASES)
+INDEX_TABLES = (*FRAMED, LEASES)
 
 
 def cli(home: Path, *args: str):
@@ -99,14 +110,30 @@ def test_a_flipped_intent_and_lease_are_named(home):
                                                           ("corrupt", "leases")}
 
 
+def test_a_flipped_run_log_entry_is_refused_by_log_and_named_by_doctor(home):
+    with bide.open(home, create=False) as e, e.store.reader() as r:
+        seq = next(s for s, t in r.run_entries("r-done") if t == "checkpoint")
+    flip_bit(home, RUNLOG, runlog_key("r-done", seq))
+    refused = cli(home, "log", "r-done")
+    assert refused.exit_code == 1 and "table 'runlog'" in refused.stderr, refused.stderr
+    problems = json.loads(cli(home, "doctor", "--json").stdout)["problems"]
+    assert [(p["kind"], p["table"], p["key"]) for p in problems] == [
+        ("corrupt", "runlog", f"r-done@{seq}")]
+    assert cli(home, "doctor", "--rebuild").exit_code == 0
+    assert cli(home, "log", "r-done").exit_code == 0
+
+
 def test_every_single_bit_flip_of_an_index_value_is_caught(home):
     with bide.open(home, create=False) as e, e.store.reader() as r:
         raw = r.txn.get(b"r-done", db=e.store.dbs[RUNS])
-    for bit in range(len(raw) * 8):
-        value = bytearray(raw)
-        value[bit // 8] ^= 1 << (bit % 8)
-        with pytest.raises(CorruptIndex):
-            unpack_value(bytes(value), CHECKSUMMED[RUNS], table=RUNS, key=b"r-done")
+        first = next(seq for seq, _ in r.run_entries("r-done"))
+        tag = r.txn.get(runlog_key("r-done", first), db=e.store.dbs[RUNLOG])
+    for table, good in ((RUNS, raw), (RUNLOG, tag)):
+        for bit in range(len(good) * 8):
+            value = bytearray(good)
+            value[bit // 8] ^= 1 << (bit % 8)
+            with pytest.raises(CorruptIndex):
+                read_index(table, b"k", bytes(value))
 
 
 def test_index_values_round_trip_with_kept_types():
@@ -162,10 +189,7 @@ def test_a_home_from_before_checksums_gains_them_on_its_first_writable_open(tmp_
         assert after[table].keys() == before[table].keys()
         for key, value in after[table].items():
             assert value[:1] == b"\xc1", (table, key)
-            cls = CHECKSUMMED.get(table)
-            args = (cls,) if cls else ()
-            assert unpack_value(value, *args, table=table, key=key) == \
-                unpack_value(before[table][key], *args, table=table, key=key)
+            assert read_index(table, key, value) == read_index(table, key, before[table][key])
     assert after["read"] == before["read"]
     doctor = cli(old, "doctor", "--json")
     assert doctor.exit_code == 0 and json.loads(doctor.stdout)["ok"], doctor.stdout
