@@ -76,7 +76,8 @@ def _list(items: list[Any]) -> list[Any]:
     if _SCALARS.issuperset(map(type, items)):  # the common case, at C speed
         return items
     try:
-        return [v if type(v) in _SCALARS else to_wire(v) for v in items]
+        return [v if type(v) in _SCALARS else _dict(v) if type(v) is dict else to_wire(v)
+                for v in items]
     except NotSerializable as exc:
         exc.trail.insert(0, _failing(enumerate(items)))
         raise
