@@ -161,7 +161,8 @@ def runlog_type(raw: bytes, key: bytes) -> str:
         body = unframe_index(raw)
         return (raw if body is None else bytes(body)).decode("ascii")
     except (ValueError, UnicodeDecodeError) as exc:  # UnicodeDecodeError is a ValueError
-        raise CorruptIndex(RUNLOG, key, str(exc)) from None
+        shown = f"{key[:-9].decode(errors='replace')}@{seq_of(key)}" if len(key) > 9 else None
+        raise CorruptIndex(RUNLOG, key, str(exc), shown) from None
 
 
 def read_index(table: str, key: bytes, raw: bytes) -> Any:

@@ -31,9 +31,10 @@ class CorruptIndex(RecordError):
     the index from it. Names the table and the key.
     """
 
-    def __init__(self, table: str, key: bytes, why: str) -> None:
+    def __init__(self, table: str, key: bytes, why: str, shown: str | None = None) -> None:
         self.table, self.key, self.why = table, key, why
-        shown = key.decode(errors="replace").replace("\x00", " ")
+        if shown is None:  # a text key, parts separated by NUL
+            shown = key.decode(errors="replace").replace("\x00", " ")
         super().__init__(
             f"corrupt index entry in table {table!r} at key {shown!r}: {why}. The log is "
             "intact: `bide doctor` lists the damage, `bide doctor --rebuild` rewrites the "
