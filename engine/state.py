@@ -25,7 +25,7 @@ def to_ops(flow: Flow, node: str, update: Any) -> list[Op]:
 
     Raises:
         TypeError: the node returned something other than a dict or None.
-        StateNotSerializable: a value cannot be stored (names node and key).
+        StateNotSerializable: a value bide does not keep (names node, key and type).
     """
     if update is None:
         return []
