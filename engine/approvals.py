@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..formats import ApprovalDecided, ApprovalRequested, pack
+from ..formats import ApprovalDecided, ApprovalRequested, digest_bytes, pack
 from .errors import DecisionRefused, UnknownApproval
 from .index import ApprovalState
 from .store import Reader
@@ -26,7 +26,14 @@ def approval_id(run_id: str, task: str, index: int, kind: str = "approve") -> st
 
 def digest_of(action: str, payload: Any) -> str:
     """What a decision binds to: the action and its payload, canonically encoded."""
-    return "sha256:" + hashlib.sha256(pack([action, payload])).hexdigest()
+    return "sha256:" + hashlib.sha256(digest_bytes([action, payload])).hexdigest()
+
+
+def same_request(stored: str, action: str, payload: Any) -> bool:
+    """Does a stored request digest match this ask? Also accepts the digest an older
+    bide made (sets hashed in iteration order), so its pending requests still match."""
+    return stored in (digest_of(action, payload),
+                      "sha256:" + hashlib.sha256(pack([action, payload])).hexdigest())
 
 
 def decision_file(req: ApprovalRequested | ApprovalState, decision: str) -> dict[str, Any]:

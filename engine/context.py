@@ -14,10 +14,24 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..formats import ApprovalRequested, IntentCompleted, IntentPrepared, check_serializable
+from ..formats import (
+    ApprovalRequested,
+    IntentCompleted,
+    IntentPrepared,
+    check_serializable,
+    digest_bytes,
+    pack,
+)
 from ..formats.errors import NotSerializable
 from . import faults
-from .approvals import APPROVAL_DECISIONS, RECONCILE_DECISIONS, approval_id, decided, digest_of
+from .approvals import (
+    APPROVAL_DECISIONS,
+    RECONCILE_DECISIONS,
+    approval_id,
+    decided,
+    digest_of,
+    same_request,
+)
 from .errors import (
     ContextClosed,
     Nondeterminism,
@@ -84,7 +98,7 @@ class NodeContext:
                 state_version=ex.version, allowed=list(APPROVAL_DECISIONS), requested_at=now,
                 expires_at=None if expires_in is None else now + expires_in,
             )])
-        if req.digest != digest:
+        if req.digest != digest and not same_request(req.digest, action, payload):
             raise Nondeterminism(self.node, self._asks - 1, f"approval of {req.action!r} "
                                  f"({req.digest[:19]})", f"approval of {action!r} ({digest[:19]})")
         if req.decision is None:
@@ -146,8 +160,20 @@ def idempotency_key(run_id: str, key: str) -> str:
 
 
 def args_digest(tool: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    blob = check_serializable([list(args), sorted(kwargs.items())],
-                              f"the arguments of tool {tool!r}")
+    """Refuse arguments bide does not keep; digest the rest as bide always did.
+
+    The digest hashes plain msgpack (``digest_bytes``), not the stored form, so
+    every call accepted by an older bide keeps its digest (sets aside: see
+    ``legacy_args_digest``) and a resumed run replays.
+    """
+    check_serializable([list(args), kwargs], f"the arguments of tool {tool!r}")
+    blob = digest_bytes([list(args), sorted(kwargs.items())])
+    return "sha256:" + hashlib.sha256(blob).hexdigest()[:32]
+
+
+def legacy_args_digest(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """The digest an older bide recorded: sets hashed in this process's iteration order."""
+    blob = pack([list(args), sorted(kwargs.items())])
     return "sha256:" + hashlib.sha256(blob).hexdigest()[:32]
 
 
@@ -180,7 +206,9 @@ class _ToolCall:
         return self._unknown(known)
 
     def _check_same_call(self, known: IntentState) -> None:
-        if known.tool != self.t.name or known.args_digest != self.digest:
+        same_args = known.args_digest in (self.digest,
+                                          legacy_args_digest(self.args, self.kwargs))
+        if known.tool != self.t.name or not same_args:
             raise Nondeterminism(
                 self.ctx.node, self.index,
                 f"{known.tool}(args {known.args_digest[7:19]})",

@@ -3,10 +3,11 @@
     BideError                      (formats.errors; root of all)
     ├── RecordError                a stored value cannot be read
     │   ├── CorruptRecord          checksum / truncation; names the key
+    │   ├── CorruptIndex           a derived index value fails its checksum; names table + key
     │   ├── NewerSchema            written by a newer bide: upgrade
     │   └── UnknownRecordType
     ├── NotSerializable            a value cannot be stored
-    │   └── StateNotSerializable   names the node and the state key
+    │   └── StateNotSerializable   names the node, the state key and the type
     ├── StoreError                 the store cannot do what was asked
     │   ├── NotAHome               the directory is not a bide home
     │   ├── NewerStore             the store was written by a newer bide
@@ -45,6 +46,7 @@ from typing import Any
 
 # re-exported: the whole tree is importable from here
 from ..formats.errors import BideError as BideError
+from ..formats.errors import CorruptIndex as CorruptIndex
 from ..formats.errors import CorruptRecord as CorruptRecord
 from ..formats.errors import NewerSchema as NewerSchema
 from ..formats.errors import NotSerializable as NotSerializable
@@ -53,9 +55,22 @@ from ..formats.errors import UnknownRecordType as UnknownRecordType
 
 
 class StateNotSerializable(NotSerializable):
-    def __init__(self, node: str, key: str, why: str) -> None:
+    """A state value (or ``input=``) bide would not read back as the same type.
+
+    Names the node (``"(input)"`` for a run's input), the key, and the refused type.
+    """
+
+    def __init__(self, node: str, key: str, why: str, *, type_name: str | None = None,
+                 trail: list[object] | None = None) -> None:
         self.node, self.key = node, key
-        super().__init__(f"state key {key!r} written by node {node!r}", why)
+        where = "".join(f"[{step!r}]" for step in trail or [])
+        super().__init__(f"state key {key!r}{where} written by node {node!r}", why,
+                         type_name=type_name, trail=trail)
+
+    @classmethod
+    def of(cls, node: str, key: str, exc: NotSerializable) -> StateNotSerializable:
+        """Name ``node`` and ``key`` on a refusal from the codec."""
+        return cls(node, key, exc.why, type_name=exc.type_name, trail=exc.trail)
 
 
 class StoreError(BideError):

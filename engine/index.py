@@ -22,9 +22,11 @@ from ..formats import (
     Record,
     RunCreated,
     StatusChanged,
-    pack,
-    unpack,
+    pack_value,
+    unpack_value,
 )
+from ..formats.envelope import INDEX_MAGIC, frame_index, unframe_index
+from ..formats.errors import CorruptIndex
 from . import langgraph_index as lg
 
 RUNS, RUNLOG, INTENTS, APPROVALS = "runs", "runlog", "intents", "approvals"
@@ -131,6 +133,12 @@ class ApprovalState(msgspec.Struct, kw_only=True, omit_defaults=True):
     content_digest: str | None = None
 
 
+# Tables of structs, framed with a checksum by ``pack_value`` (store format 2); the run
+# log's type tags are framed too (``runlog_value``). LangGraph's entries are not (yet).
+CHECKSUMMED: dict[str, type] = {RUNS: RunHead, INTENTS: IntentState, APPROVALS: ApprovalState}
+FRAMED = (*CHECKSUMMED, RUNLOG)
+
+
 class Tables(Protocol):
     """Key/value access to the derived tables inside one write transaction."""
 
@@ -138,15 +146,56 @@ class Tables(Protocol):
     def put(self, table: str, key: bytes, value: bytes) -> None: ...
 
 
+def runlog_value(rtype: str) -> bytes:
+    """A run log entry's value: the record's type tag, with a checksum."""
+    return frame_index(rtype.encode())
+
+
+def runlog_type(raw: bytes, key: bytes) -> str:
+    """The type tag of a run log entry (framed, or as written before index checksums).
+
+    Raises:
+        CorruptIndex: the checksum fails or the tag is not ascii.
+    """
+    try:
+        body = unframe_index(raw)
+        return (raw if body is None else bytes(body)).decode("ascii")
+    except (ValueError, UnicodeDecodeError) as exc:  # UnicodeDecodeError is a ValueError
+        shown = f"{key[:-9].decode(errors='replace')}@{seq_of(key)}" if len(key) > 9 else None
+        raise CorruptIndex(RUNLOG, key, str(exc), shown) from None
+
+
+def read_index(table: str, key: bytes, raw: bytes) -> Any:
+    """Decode any checksummed index value (what doctor and the format upgrade check)."""
+    if table == RUNLOG:
+        return runlog_type(raw, key)
+    return unpack_value(raw, CHECKSUMMED.get(table, Any), table=table, key=key)
+
+
+def with_checksum(table: str, key: bytes, raw: bytes) -> bytes | None:
+    """A value written before index checksums, framed; None if it needs nothing.
+
+    A value that does not decode is left as it is (None): a checksum must not
+    bless damaged bytes; reads and ``bide doctor`` report it.
+    """
+    if raw[:1] == INDEX_MAGIC:
+        return None
+    try:
+        read_index(table, key, raw)
+    except CorruptIndex:
+        return None
+    return frame_index(raw)
+
+
 def load(tables: Tables, table: str, key: bytes, cls: type) -> Any:
     raw = tables.get(table, key)
-    return None if raw is None else unpack(raw, cls)
+    return None if raw is None else unpack_value(raw, cls, table=table, key=key)
 
 
 def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
     """Fold one log record into the derived tables."""
     run_id: str = record.run_id  # type: ignore[attr-defined]
-    tables.put(RUNLOG, runlog_key(run_id, seq), record.TYPE.encode())
+    tables.put(RUNLOG, runlog_key(run_id, seq), runlog_value(record.TYPE))
     lg.fold_tables(tables, seq, record)
     if isinstance(record, RunCreated):
         head = RunHead(
@@ -162,7 +211,7 @@ def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
     head.bytes += size
     head.updated_at = max(head.updated_at, getattr(record, "at", 0.0) or 0.0)
     _fold(tables, head, seq, record)
-    tables.put(RUNS, run_id.encode(), pack(head))
+    tables.put(RUNS, run_id.encode(), pack_value(head))
 
 
 def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
@@ -236,7 +285,7 @@ def _fold_intent_prepared(tables: Tables, r: IntentPrepared) -> None:
     )
     if old is not None:  # a new attempt keeps who resolved earlier ones, as history
         state.decision, state.by, state.reason = old.decision, old.by, old.reason
-    tables.put(INTENTS, key, pack(state))
+    tables.put(INTENTS, key, pack_value(state))
 
 
 def _fold_intent_completed(tables: Tables, r: IntentCompleted) -> None:
@@ -246,7 +295,7 @@ def _fold_intent_completed(tables: Tables, r: IntentCompleted) -> None:
         return
     state.status = "completed" if r.ok else "failed"
     state.result, state.error, state.error_type, state.via = r.result, r.error, r.error_type, r.via
-    tables.put(INTENTS, key, pack(state))
+    tables.put(INTENTS, key, pack_value(state))
 
 
 def _fold_approval_requested(tables: Tables, r: ApprovalRequested) -> None:
@@ -256,13 +305,13 @@ def _fold_approval_requested(tables: Tables, r: ApprovalRequested) -> None:
         allowed=r.allowed, tool=r.tool, intent=r.intent, requested_at=r.requested_at,
         expires_at=r.expires_at,
     )
-    tables.put(APPROVALS, r.approval_id.encode(), pack(state))
+    tables.put(APPROVALS, r.approval_id.encode(), pack_value(state))
     if r.intent is not None:
         ikey = intent_key(r.run_id, r.intent)
         intent = load(tables, INTENTS, ikey, IntentState)
         if intent is not None and intent.status == "prepared":
             intent.status, intent.approval_id = "unknown", r.approval_id
-            tables.put(INTENTS, ikey, pack(intent))
+            tables.put(INTENTS, ikey, pack_value(intent))
 
 
 def _fold_approval_decided(tables: Tables, r: ApprovalDecided) -> None:
@@ -271,7 +320,7 @@ def _fold_approval_decided(tables: Tables, r: ApprovalDecided) -> None:
         return
     state.decision, state.by, state.reason, state.result = r.decision, r.by, r.reason, r.result
     state.decided_at, state.file, state.content_digest = r.at, r.file, r.content_digest
-    tables.put(APPROVALS, r.approval_id.encode(), pack(state))
+    tables.put(APPROVALS, r.approval_id.encode(), pack_value(state))
     if state.intent is not None:
         ikey = intent_key(r.run_id, state.intent)
         intent = load(tables, INTENTS, ikey, IntentState)
@@ -280,4 +329,4 @@ def _fold_approval_decided(tables: Tables, r: ApprovalDecided) -> None:
             intent.decision, intent.by, intent.reason = r.decision, r.by, r.reason
             if r.decision == "mark_done":
                 intent.result = r.result
-            tables.put(INTENTS, ikey, pack(intent))
+            tables.put(INTENTS, ikey, pack_value(intent))

@@ -21,12 +21,13 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from ..formats import Record, decode, encode, unpack
+from ..formats import Record, decode, encode, unpack_value
 from . import faults
 from .errors import DurabilityLost, NewerStore, NotAHome, StaleLease, StoreError, StoreFull
 from .index import (
     APPROVALS,
     DERIVED,
+    FRAMED,
     INTENTS,
     RUNLOG,
     RUNS,
@@ -36,12 +37,14 @@ from .index import (
     apply,
     keys_of,
     run_prefix,
+    runlog_type,
     seq_key,
     seq_of,
+    with_checksum,
 )
 from .store import Check, lease_expires
 
-STORE_FORMAT = 1
+STORE_FORMAT = 2  # 2: derived index values carry a checksum (index.with_checksum)
 LOG, META, LEASES = "log", "meta", "leases"
 _HIGH_WATER = b"deleted_last_seq"  # seqs are never given twice, even after `delete`
 DEFAULT_MAP_SIZE = 64 << 20
@@ -190,12 +193,13 @@ class LMDBReader:
         self.txn, self.dbs = txn, dbs
 
     def head(self, run_id: str) -> RunHead | None:
-        raw = self.txn.get(run_id.encode(), db=self.dbs[RUNS])
-        return None if raw is None else unpack(raw, RunHead)
+        key = run_id.encode()
+        raw = self.txn.get(key, db=self.dbs[RUNS])
+        return None if raw is None else unpack_value(raw, RunHead, table=RUNS, key=key)
 
     def heads(self) -> Iterator[RunHead]:
-        for _, raw in self.txn.cursor(db=self.dbs[RUNS]):
-            yield unpack(raw, RunHead)
+        for key, raw in self.txn.cursor(db=self.dbs[RUNS]):
+            yield unpack_value(raw, RunHead, table=RUNS, key=key)
 
     def raw(self, seq: int) -> bytes | None:
         return self.txn.get(seq_key(seq), db=self.dbs[LOG])
@@ -211,14 +215,15 @@ class LMDBReader:
         cur = self.txn.cursor(db=self.dbs[RUNLOG])
         if not cur.set_range(prefix + seq_key(max(start, 0))):
             return
-        for key, rtype in cur:
+        for key, raw in cur:
             if not key.startswith(prefix):
                 return
-            yield seq_of(key), rtype.decode()
+            yield seq_of(key), runlog_type(raw, key)
 
     def intent(self, run_id: str, key: str) -> IntentState | None:
-        raw = self.txn.get(run_prefix(run_id) + key.encode(), db=self.dbs[INTENTS])
-        return None if raw is None else unpack(raw, IntentState)
+        ikey = run_prefix(run_id) + key.encode()
+        raw = self.txn.get(ikey, db=self.dbs[INTENTS])
+        return None if raw is None else unpack_value(raw, IntentState, table=INTENTS, key=ikey)
 
     def intents(self, run_id: str | None = None) -> Iterator[IntentState]:
         prefix = b"" if run_id is None else run_prefix(run_id)
@@ -228,19 +233,21 @@ class LMDBReader:
         for key, raw in cur:
             if not key.startswith(prefix):
                 return
-            yield unpack(raw, IntentState)
+            yield unpack_value(raw, IntentState, table=INTENTS, key=key)
 
     def approval(self, approval_id: str) -> ApprovalState | None:
-        raw = self.txn.get(approval_id.encode(), db=self.dbs[APPROVALS])
-        return None if raw is None else unpack(raw, ApprovalState)
+        key = approval_id.encode()
+        raw = self.txn.get(key, db=self.dbs[APPROVALS])
+        return None if raw is None else unpack_value(raw, ApprovalState, table=APPROVALS, key=key)
 
     def approvals(self) -> Iterator[ApprovalState]:
-        for _, raw in self.txn.cursor(db=self.dbs[APPROVALS]):
-            yield unpack(raw, ApprovalState)
+        for key, raw in self.txn.cursor(db=self.dbs[APPROVALS]):
+            yield unpack_value(raw, ApprovalState, table=APPROVALS, key=key)
 
     def lease_expiry(self, run_id: str) -> tuple[int, float] | None:
-        raw = self.txn.get(run_id.encode(), db=self.dbs[LEASES])
-        return None if raw is None else tuple(unpack(raw))  # type: ignore[return-value]
+        key = run_id.encode()
+        raw = self.txn.get(key, db=self.dbs[LEASES])
+        return None if raw is None else unpack_value(raw, tuple[int, float], table=LEASES, key=key)
 
     def log(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
         cur = self.txn.cursor(db=self.dbs[LOG])
@@ -348,12 +355,24 @@ class LMDBStore:
                 txn.put(b"created", repr(time.time()).encode(), db=self.dbs[META])
             elif int(raw) > STORE_FORMAT:
                 raise NewerStore(self.path, int(raw), STORE_FORMAT)
+            elif int(raw) < STORE_FORMAT:
+                self._add_index_checksums(txn)
+                txn.put(b"format", str(STORE_FORMAT).encode(), db=self.dbs[META])
 
         with self.reader() as r:  # the common case needs no write lock and no fsync
             raw = r.txn.get(b"format", db=self.dbs[META])
-        if raw is not None and int(raw) <= STORE_FORMAT:
+        if raw is not None and int(raw) == STORE_FORMAT:
             return
         self._write(check)
+
+    def _add_index_checksums(self, txn: lmdb.Transaction) -> None:
+        """Format 1 -> 2, in the opening transaction: frame every index value."""
+        for table in (*FRAMED, LEASES):
+            db = self.dbs[table]
+            framed = [(key, new) for key, raw in txn.cursor(db=db)
+                      if (new := with_checksum(table, key, raw)) is not None]
+            for key, new in framed:
+                txn.put(key, new, db=db)
 
     # -- reading -----------------------------------------------------------
     @contextmanager
@@ -471,13 +490,13 @@ class LMDBStore:
             raise StaleLease(run_id, token, current)
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
-        from ..formats import pack
+        from ..formats import pack_value
 
         def body(txn: lmdb.Transaction) -> bool:
             head = LMDBReader(txn, self.dbs).head(run_id)
             if head is None or head.lease_token != token or head.lease_owner is None:
                 return False
-            txn.put(run_id.encode(), pack([token, expires_at]), db=self.dbs[LEASES])
+            txn.put(run_id.encode(), pack_value([token, expires_at]), db=self.dbs[LEASES])
             return True
 
         return self._write(body)

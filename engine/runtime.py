@@ -138,7 +138,7 @@ class Engine:
             try:
                 check_serializable(value, key)
             except NotSerializable as exc:
-                raise StateNotSerializable("(input)", key, exc.why) from None
+                raise StateNotSerializable.of("(input)", key, exc) from None
         now = self.clock()
         records: list[Any] = [
             RunCreated(run_id=run_id, flow=flow.name, fingerprint=flow.fingerprint(), input=state,

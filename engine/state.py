@@ -25,7 +25,7 @@ def to_ops(flow: Flow, node: str, update: Any) -> list[Op]:
 
     Raises:
         TypeError: the node returned something other than a dict or None.
-        StateNotSerializable: a value cannot be stored (names node and key).
+        StateNotSerializable: a value bide does not keep (names node, key and type).
     """
     if update is None:
         return []
@@ -42,15 +42,11 @@ def to_ops(flow: Flow, node: str, update: Any) -> list[Op]:
         elif kind == "append":
             value = list(value)
         ops.append((key, kind, value))
-    try:
-        check_serializable(ops, f"the update of node {node!r}")
-    except NotSerializable:
-        for key, _, value in ops:
-            try:
-                check_serializable(value, key)
-            except NotSerializable as exc:
-                raise StateNotSerializable(node, key, exc.why) from None
-        raise
+    for key, _, value in ops:
+        try:
+            check_serializable(value, key)
+        except NotSerializable as exc:
+            raise StateNotSerializable.of(node, key, exc) from None
     return ops
 
 
@@ -111,7 +107,7 @@ def fold(
         try:
             check_serializable(value, key)
         except NotSerializable as exc:
-            raise StateNotSerializable("(reducer)", key, exc.why) from None
+            raise StateNotSerializable.of("(reducer)", key, exc) from None
     return new, custom_ops
 
 

@@ -1,8 +1,19 @@
 """Versioned record formats: the bytes bide keeps, and how old bytes are read."""
 
-from .codec import check_serializable, decode, encode, pack, record_type, unpack
+from .codec import (
+    check_serializable,
+    decode,
+    digest_bytes,
+    encode,
+    pack,
+    pack_value,
+    record_type,
+    unpack,
+    unpack_value,
+)
 from .errors import (
     BideError,
+    CorruptIndex,
     CorruptRecord,
     NewerSchema,
     NotSerializable,
@@ -31,6 +42,7 @@ __all__ = [
     "ApprovalRequested",
     "BideError",
     "Checkpoint",
+    "CorruptIndex",
     "CorruptRecord",
     "IntentCompleted",
     "IntentPrepared",
@@ -46,9 +58,12 @@ __all__ = [
     "UnknownRecordType",
     "check_serializable",
     "decode",
+    "digest_bytes",
     "encode",
     "pack",
+    "pack_value",
     "record_type",
     "register",
     "unpack",
+    "unpack_value",
 ]

@@ -6,32 +6,52 @@ from typing import Any
 
 import msgspec
 
-from .envelope import frame, unframe
-from .errors import CorruptRecord, NewerSchema, NotSerializable, UnknownRecordType
+from .envelope import frame, frame_index, unframe, unframe_index
+from .errors import CorruptIndex, CorruptRecord, NewerSchema, NotSerializable, UnknownRecordType
 from .migrations import upgrade
 from .records import RECORD_TYPES, Record
+from .values import ext_hook, to_wire
 
 _encoder = msgspec.msgpack.Encoder()
-_raw = msgspec.msgpack.Decoder()
-_decoders: dict[type, msgspec.msgpack.Decoder] = {}
+_raw = msgspec.msgpack.Decoder(ext_hook=ext_hook)
+_decoders: dict[Any, msgspec.msgpack.Decoder] = {}
+_ENCODE_ERRORS = (TypeError, OverflowError, UnicodeEncodeError)  # lone surrogates too
 
 
-def _decoder(cls: type[Record]) -> msgspec.msgpack.Decoder:
+def _decoder(cls: Any) -> msgspec.msgpack.Decoder:
     dec = _decoders.get(cls)
     if dec is None:
-        dec = _decoders[cls] = msgspec.msgpack.Decoder(cls)
+        dec = _decoders[cls] = msgspec.msgpack.Decoder(cls, ext_hook=ext_hook)
     return dec
+
+
+def _wire_record(record: Record) -> Record:
+    """The record with its user values in wire form (kept types as extension values)."""
+    changes = {}
+    for name in record.VALUE_FIELDS:
+        value = getattr(record, name)
+        wire = to_wire(value)
+        if wire is not value:
+            changes[name] = wire
+    for name in record.OP_FIELDS:
+        ops = getattr(record, name)
+        if ops:
+            changes[name] = [(key, kind, to_wire(value)) for key, kind, value in ops]
+    return msgspec.structs.replace(record, **changes) if changes else record
 
 
 def encode(record: Record) -> bytes:
     """Frame a record as bytes for the store.
 
     Raises:
-        NotSerializable: a field holds a value msgpack cannot represent.
+        NotSerializable: a field holds a value bide does not keep.
     """
     try:
-        body = _encoder.encode(record)
-    except (TypeError, OverflowError, UnicodeEncodeError) as exc:
+        body = _encoder.encode(_wire_record(record))
+    except NotSerializable as exc:
+        raise NotSerializable(f"{record.TYPE} record", exc.why, type_name=exc.type_name,
+                              trail=exc.trail) from exc
+    except _ENCODE_ERRORS as exc:
         raise NotSerializable(f"{record.TYPE} record", str(exc)) from exc
     return frame(record.TYPE, record.VERSION, body)
 
@@ -54,7 +74,7 @@ def decode(data: bytes, key: object = None) -> Record:
             return _decoder(cls).decode(body)
         old = _raw.decode(body)
         return msgspec.convert(upgrade(rtype, version, cls.VERSION, old), cls)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
         raise CorruptRecord(key, f"body does not decode as {rtype} v{version}: {exc}") from exc
 
 
@@ -64,31 +84,94 @@ def record_type(data: bytes, key: object = None) -> str:
 
 
 def pack(value: Any) -> bytes:
-    """Plain msgpack for derived (rebuildable) index values."""
+    """Plain msgpack, as bide always wrote it: index keys and the bytes digests hash.
+
+    Every kept type has a msgpack form here (a set as an array, a date as a
+    string...), so digests of values accepted by an older bide stay the same.
+    """
     return _encoder.encode(value)
 
 
 def unpack(data: bytes, type: Any = Any) -> Any:  # noqa: A002 - mirrors msgspec's name
-    """Inverse of :func:`pack`."""
-    if type is Any:
-        return _raw.decode(data)
-    return msgspec.msgpack.decode(data, type=type)
+    """Decode msgpack (plain, or with kept types as extension values)."""
+    return _decoder(type).decode(data)
+
+
+def digest_bytes(value: Any) -> bytes:
+    """The bytes a digest hashes: :func:`pack`, with every set's items in sorted order.
+
+    A set of strings iterates in a different order in every process (hash
+    randomization), so hashing it as iterated made a resumed run's digest differ.
+    Without sets these are exactly :func:`pack`'s bytes, as older bides hashed.
+    """
+    return _encoder.encode(_sets_sorted(value))
+
+
+def _sets_sorted(value: Any) -> Any:
+    t = type(value)
+    if t is set or t is frozenset:
+        return sorted((_sets_sorted(v) for v in value), key=_encoder.encode)
+    if t is list or t is tuple:
+        return [_sets_sorted(v) for v in value]
+    if t is dict:
+        return {k: _sets_sorted(v) for k, v in value.items()}
+    return value
+
+
+def pack_value(value: Any) -> bytes:
+    """A derived index value (a struct or list): kept types faithfully, and a checksum."""
+    if isinstance(value, msgspec.Struct):
+        changes = {}
+        for name in value.__struct_fields__:
+            field = getattr(value, name)
+            wire = to_wire(field)
+            if wire is not field:
+                changes[name] = wire
+        value = msgspec.structs.replace(value, **changes) if changes else value
+    else:
+        value = to_wire(value)
+    return frame_index(_encoder.encode(value))
+
+
+def unpack_value(data: bytes, type: Any = Any, *, table: str, key: bytes) -> Any:  # noqa: A002
+    """Inverse of :func:`pack_value`; also reads values written before index checksums.
+
+    Raises:
+        CorruptIndex: the checksum does not match or the value does not decode
+            (names ``table`` and ``key``).
+    """
+    try:
+        body = unframe_index(data)
+        return _decoder(type).decode(data if body is None else body)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+        raise CorruptIndex(table, key, str(exc)) from None
 
 
 def check_serializable(value: Any, what: str) -> bytes:
-    """Encode ``value`` or raise :class:`NotSerializable` naming ``what``."""
+    """Encode ``value`` as it will be stored, or raise :class:`NotSerializable` naming ``what``.
+
+    Refuses every type bide would not read back as the same type (formats/values.py).
+    """
     try:
-        return _encoder.encode(value)
-    except (TypeError, OverflowError, UnicodeEncodeError) as exc:  # lone surrogates too
+        return _encoder.encode(to_wire(value))
+    except NotSerializable as exc:
+        where = exc.where()
+        raise NotSerializable(what + (f" at {where}" if where else ""), exc.why,
+                              type_name=exc.type_name, trail=exc.trail) from None
+    except _ENCODE_ERRORS as exc:
         raise NotSerializable(what, str(exc)) from exc
 
 
 __all__ = [
+    "CorruptIndex",
     "CorruptRecord",
     "check_serializable",
     "decode",
+    "digest_bytes",
     "encode",
     "pack",
+    "pack_value",
     "record_type",
     "unpack",
+    "unpack_value",
 ]

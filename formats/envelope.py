@@ -6,6 +6,13 @@ Layout (big-endian)::
 
 The CRC covers every byte after itself, so any truncation or single-bit flip
 anywhere in the value (the CRC field included) is detected.
+
+Derived index values (rebuildable from the log) have a smaller frame::
+
+    0xc1 | crc32 (4) | msgpack body
+
+0xc1 is the one byte msgpack never uses, so a value written before index
+checksums (a bare msgpack map or array) is told apart from a framed one.
 """
 
 from __future__ import annotations
@@ -48,3 +55,28 @@ def unframe(data: bytes, key: object = None) -> tuple[str, int, memoryview]:
     except UnicodeDecodeError as exc:
         raise CorruptRecord(key, "type tag is not ascii") from exc
     return rtype, version, view[end:]
+
+
+INDEX_MAGIC = b"\xc1"
+_INDEX_HEAD = 5
+
+
+def frame_index(body: bytes) -> bytes:
+    """Prefix an index value's body with its checksum."""
+    return INDEX_MAGIC + struct.pack(">I", zlib.crc32(body)) + body
+
+
+def unframe_index(data: bytes) -> memoryview | None:
+    """The checked body of a framed index value; None for an unframed (older) one.
+
+    Raises:
+        ValueError: the checksum does not match, or the value is truncated.
+    """
+    if data[:1] != INDEX_MAGIC:
+        return None
+    if len(data) < _INDEX_HEAD:
+        raise ValueError(f"truncated: {len(data)} bytes is shorter than the checksum")
+    view = memoryview(data)
+    if zlib.crc32(view[_INDEX_HEAD:]) != struct.unpack_from(">I", data, 1)[0]:
+        raise ValueError("checksum mismatch (bit-flipped or truncated)")
+    return view[_INDEX_HEAD:]

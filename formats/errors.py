@@ -24,6 +24,24 @@ class CorruptRecord(RecordError):
         super().__init__(f"corrupt record at key {key!r}: {why}")
 
 
+class CorruptIndex(RecordError):
+    """A derived index value fails its checksum or does not decode.
+
+    The log is the source of truth: a rebuild (``bide doctor --rebuild``) rewrites
+    the index from it. Names the table and the key.
+    """
+
+    def __init__(self, table: str, key: bytes, why: str, shown: str | None = None) -> None:
+        self.table, self.key, self.why = table, key, why
+        if shown is None:  # a text key, parts separated by NUL
+            shown = key.decode(errors="replace").replace("\x00", " ")
+        super().__init__(
+            f"corrupt index entry in table {table!r} at key {shown!r}: {why}. The log is "
+            "intact: `bide doctor` lists the damage, `bide doctor --rebuild` rewrites the "
+            "index from the log"
+        )
+
+
 class NewerSchema(RecordError):
     """The record was written by a newer bide than this one."""
 
@@ -47,8 +65,19 @@ class UnknownRecordType(RecordError):
 
 
 class NotSerializable(BideError):
-    """A value given to bide cannot be stored as msgpack."""
+    """A value given to bide cannot be stored (see ``formats/values.py`` for the kept types).
 
-    def __init__(self, what: str, why: str) -> None:
+    ``type_name`` is the refused type, when a type is the reason; ``trail`` the
+    path from the outermost value down to it (list indexes, dict keys).
+    """
+
+    def __init__(self, what: str, why: str, *, type_name: str | None = None,
+                 trail: list[object] | None = None) -> None:
         self.what, self.why = what, why
+        self.type_name = type_name
+        self.trail: list[object] = [] if trail is None else trail
         super().__init__(f"{what} cannot be stored: {why}")
+
+    def where(self) -> str:
+        """The trail as Python subscripts, e.g. ``["items"][2]``."""
+        return "".join(f"[{step!r}]" for step in self.trail)

@@ -22,12 +22,18 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     TYPE: ClassVar[str] = ""
     VERSION: ClassVar[int] = 1
+    # Fields holding user values (``Any`` somewhere inside): the codec stores
+    # their kept types (formats/values.py) as extension values. ``OP_FIELDS``
+    # are lists of ops whose third item is such a value.
+    VALUE_FIELDS: ClassVar[tuple[str, ...]] = ()
+    OP_FIELDS: ClassVar[tuple[str, ...]] = ()
 
 
 class RunCreated(Record, frozen=True, kw_only=True, omit_defaults=True):
     """A run exists: its flow, input and checkpoint policy."""
 
     TYPE: ClassVar[str] = "run_created"
+    VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("input", "policy")
     run_id: str
     flow: str
     fingerprint: str = ""
@@ -68,6 +74,8 @@ class Checkpoint(Record, frozen=True, kw_only=True, omit_defaults=True):
     """
 
     TYPE: ClassVar[str] = "checkpoint"
+    VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("state", "waiting")
+    OP_FIELDS: ClassVar[tuple[str, ...]] = ("deferred", "ops")
     run_id: str
     version: int
     superstep: int
@@ -93,6 +101,7 @@ class PendingWrite(Record, frozen=True, kw_only=True, omit_defaults=True):
     """One task's finished output, durable before its superstep is folded."""
 
     TYPE: ClassVar[str] = "pending_write"
+    OP_FIELDS: ClassVar[tuple[str, ...]] = ("ops",)
     run_id: str
     task: str
     superstep: int
@@ -122,6 +131,7 @@ class IntentCompleted(Record, frozen=True, kw_only=True, omit_defaults=True):
     """The outcome of a tool call: a result or an error. ``via`` says who knew."""
 
     TYPE: ClassVar[str] = "intent_completed"
+    VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("result",)
     run_id: str
     key: str
     attempt: int = 1
@@ -137,6 +147,7 @@ class ApprovalRequested(Record, frozen=True, kw_only=True, omit_defaults=True):
     """A run waits for a human: an approval, or a reconciliation of a tool call."""
 
     TYPE: ClassVar[str] = "approval_requested"
+    VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("payload",)
     run_id: str
     approval_id: str
     kind: str = "approval"
@@ -157,6 +168,7 @@ class ApprovalDecided(Record, frozen=True, kw_only=True, omit_defaults=True):
     """Someone decided: who, what, why, and from which file."""
 
     TYPE: ClassVar[str] = "approval_decided"
+    VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("result",)
     run_id: str
     approval_id: str
     decision: str

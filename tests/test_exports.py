@@ -27,3 +27,9 @@ def test_issue_11_names_are_public_in_their_branch_of_the_tree():
     assert issubclass(bide.UnknownStatus, ValueError)
     assert callable(bide.Engine.astart) and callable(bide.Engine.aresume)
     assert callable(bide.Engine.adecide) and callable(bide.Engine.asubmit)
+
+
+def test_record_errors_are_exported_under_record_error():
+    for cls in (bide.CorruptRecord, bide.CorruptIndex, bide.NewerSchema):
+        assert issubclass(cls, bide.RecordError) and issubclass(cls, bide.BideError)
+    assert issubclass(bide.StateNotSerializable, bide.NotSerializable)

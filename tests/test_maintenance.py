@@ -17,7 +17,7 @@ import cli_world
 import pytest
 from bide.cli import main
 from bide.engine import compaction, faults, maintenance
-from bide.engine.index import RUNLOG, RUNS, RunHead, runlog_key
+from bide.engine.index import RUNLOG, RUNS, ApprovalState, RunHead, runlog_key
 from bide.engine.lmdb_store import LOG
 from bide.formats import (
     Checkpoint,
@@ -27,7 +27,8 @@ from bide.formats import (
     RunCreated,
     StatusChanged,
     pack,
-    unpack,
+    pack_value,
+    unpack_value,
 )
 from cli_world import DECIDED, FLOWS, NOTIFIED, home, template  # noqa: F401 - fixtures
 from click.testing import CliRunner
@@ -84,11 +85,13 @@ def test_doctor_names_a_corrupted_record(home: Path) -> None:
 
 
 def test_doctor_finds_a_stale_index_and_rebuild_fixes_it(home: Path) -> None:
-    head = unpack(read(home, RUNS, b"r-done"), RunHead)
+    head = unpack_value(read(home, RUNS, b"r-done"), RunHead, table=RUNS, key=b"r-done")
     head.status = "RUNNING"
     raw_write(home, RUNS, b"r-done", pack(head))
     raw_write(home, RUNLOG, runlog_key("r-failed", a_seq(home, "r-failed", "checkpoint")), None)
-    raw_write(home, "approvals", b"a-made-up", pack({"approval_id": "a-made-up"}))
+    made_up = ApprovalState(approval_id="a-made-up", run_id="r-x", kind="approval", node="n",
+                            task="t", action="a", digest="d")
+    raw_write(home, "approvals", b"a-made-up", pack_value(made_up))
     code, doc = cli(home, "doctor")
     assert code == 1
     found = {(p["kind"], p["table"], p["key"]) for p in doc["problems"]}
