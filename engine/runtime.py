@@ -22,12 +22,14 @@ from ..formats import (
 from ..formats.errors import NotSerializable
 from . import faults
 from .approvals import check_decision, decided
+from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
     FlowMismatch,
     RunExists,
     RunNotResumable,
     StaleLease,
     StateNotSerializable,
+    StoreError,
     UnknownFlow,
     UnknownRun,
 )
@@ -73,6 +75,8 @@ class Engine:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.flows: dict[str, Flow] = {}
         self.skipped: list[tuple[str, str]] = []
+        # runs whose own problem stopped ``recover``: why, and the head it was recorded on
+        self.blocked: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self.stopping = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------
@@ -90,6 +94,7 @@ class Engine:
         for flow in flows:
             flow.validate()
             self.flows[flow.name] = flow
+        self.blocked.clear()  # a flow that changed may unblock them
 
     def flow(self, name: str) -> Flow:
         if name not in self.flows:
@@ -164,6 +169,9 @@ class Engine:
         """
         advanced = []
         for head in self._runnable():
+            if head.run_id in self.blocked and self.blocked[head.run_id][1] == signature(head):
+                self.skipped.append((head.run_id, self.blocked[head.run_id][0]))
+                continue
             if head.status == "RUNNING":
                 if self.clock() - head.updated_at > max_age:
                     self._give_up(head, f"expired: orphaned for more than {max_age:.0f}s")
@@ -173,10 +181,22 @@ class Engine:
                     continue
             try:
                 advanced.append(self.resume(head.run_id))
-            except (RunNotResumable, UnknownFlow, StaleLease) as exc:
+            except (RunNotResumable, StaleLease) as exc:
                 # another worker got there first, or took the run over mid-way: theirs now
                 self.skipped.append((head.run_id, str(exc)))
+            except StoreError:
+                raise  # the store's problem, not this run's: every run is affected
+            except Exception as exc:  # noqa: BLE001 - this run's own problem: record it, go on
+                self._block(head.run_id, exc)
         return advanced
+
+    def _block(self, run_id: str, exc: Exception) -> None:
+        why = describe(exc)
+        self.skipped.append((run_id, why))
+        now = self.clock()
+        self.store.commit(lambda r: block_records(r, run_id, why, owner=self.owner, now=now,
+                                                  node=getattr(exc, "node", None)))
+        self.blocked[run_id] = (why, signature(self._head(run_id)))
 
     def _runnable(self) -> list[RunHead]:
         now = self.clock()
@@ -246,7 +266,7 @@ class Engine:
                 run_id=run_id, owner=self.owner, token=head.lease_token + 1,
                 expires_at=now + self.lease_ttl,
                 attempts=head.attempts + (1 if orphaned else 0), at=now)]
-            if head.status != "RUNNING":
+            if head.status != "RUNNING" or head.reason == BLOCKED:
                 records.append(StatusChanged(run_id=run_id, status="RUNNING", reason="resumed",
                                              at=now))
             return records
