@@ -8,8 +8,10 @@ Everything public is re-exported here; modules under ``engine`` and
 
 from .engine.errors import (
     ApprovalError,
+    ApprovalKeyError,
     BideError,
     CorruptRecord,
+    DecisionNotAllowed,
     DecisionRefused,
     DurabilityLost,
     FlowError,
@@ -48,9 +50,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApprovalError",
+    "ApprovalKeyError",
     "BideError",
     "CheckpointInfo",
     "CorruptRecord",
+    "DecisionNotAllowed",
     "DecisionRefused",
     "DurabilityLost",
     "END",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..formats import ApprovalDecided, ApprovalRequested, pack
-from .errors import DecisionRefused, UnknownApproval
+from .errors import DecisionNotAllowed, DecisionRefused, UnknownApproval
 from .index import ApprovalState
 from .store import Reader
 
@@ -34,6 +34,14 @@ def decision_file(req: ApprovalRequested | ApprovalState, decision: str) -> dict
             "reason": "why", "run_id": req.run_id, "digest": req.digest}
 
 
+def approve_command(home: Path, req: ApprovalRequested) -> str:
+    """The ``bide approve`` line that decides this request (its own decisions, not approve)."""
+    if list(req.allowed) == list(APPROVAL_DECISIONS):
+        return f"bide approve {req.approval_id} [--reject] --home {home}"
+    return (f"bide approve {req.approval_id} --decision {'|'.join(req.allowed)} "
+            f"[--result JSON with mark_done] --home {home}")
+
+
 def write_request_file(home: Path, req: ApprovalRequested) -> Path:
     """``<home>/requests/<id>.json``: what is asked, and a decision file to copy."""
     body = {
@@ -51,8 +59,7 @@ def write_request_file(home: Path, req: ApprovalRequested) -> Path:
         "expires_at": req.expires_at,
         "how_to_decide": (
             f"write one of the decision files below into {home / 'inbox'} (as a dot-file or "
-            f"*.tmp, then rename it to *.json), or run: bide approve {req.approval_id} "
-            f"--home {home}"
+            f"*.tmp, then rename it to *.json), or run: {approve_command(home, req)}"
         ),
         "decision_files": [decision_file(req, d) for d in req.allowed],
     }
@@ -92,8 +99,7 @@ def check_decision(
     if req is None:
         raise UnknownApproval(approval_id)
     if decision not in req.allowed:
-        raise DecisionRefused(approval_id, f"decision {decision!r} is not allowed here; "
-                              f"allowed: {', '.join(req.allowed)}")
+        raise DecisionNotAllowed(approval_id, req.kind, decision, list(req.allowed))
     if run_id is not None and run_id != req.run_id:
         raise DecisionRefused(approval_id, f"run_id {run_id!r} does not match the request's "
                               f"run {req.run_id!r}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import faults
+from . import faults, signing
 from .approvals import atomic_write_json, check_decision, decided
 from .errors import BideError
 from .store import Reader
@@ -208,14 +208,23 @@ class Inbox:
             raise Refused(f"larger than the {MAX_BYTES} byte limit")
         return parse(raw), raw
 
-    def _record(self, name: str, body: dict[str, Any], raw: bytes) -> FileResult:
+    def _check_signature(self, body: dict[str, Any]) -> None:
+        """Signed decisions are required by the home (``signing.json``), not by this process."""
+        required = signing.requirement(self.engine.home)
         key = self.engine.approval_key
-        if key is not None:
-            sig = body.get("sig")
-            if not sig:
-                raise Refused("this home requires signed decisions and the file has no 'sig'")
-            if not hmac.compare_digest(sig, sign(body, key)):
-                raise Refused("bad signature")
+        if required is None and key is None:
+            return
+        sig = body.get("sig")
+        if not sig:
+            raise Refused("this home requires signed decisions and the file has no 'sig'")
+        if key is None:
+            raise Refused("this home requires signed decisions and this process has no key to "
+                          "check the signature: start it with --approval-key-file")
+        if not hmac.compare_digest(sig, sign(body, key)):
+            raise Refused("bad signature")
+
+    def _record(self, name: str, body: dict[str, Any], raw: bytes) -> FileResult:
+        self._check_signature(body)
         aid, decision = body["approval_id"], body["decision"]
         now = self.engine.clock()
         content = "sha256:" + hashlib.sha256(raw).hexdigest()

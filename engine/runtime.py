@@ -20,10 +20,11 @@ from ..formats import (
     check_serializable,
 )
 from ..formats.errors import NotSerializable
-from . import faults
+from . import faults, signing
 from .approvals import check_decision, decided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
+    DecisionRefused,
     FlowMismatch,
     RunExists,
     RunNotResumable,
@@ -72,12 +73,27 @@ class Engine:
         self.lease_ttl = lease_ttl
         self.clock = clock
         self.approval_key = approval_key.encode() if isinstance(approval_key, str) else approval_key
+        if self.approval_key is not None:
+            self._require_signing(create)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.flows: dict[str, Flow] = {}
         self.skipped: list[tuple[str, str]] = []
         # runs whose own problem stopped ``recover``: why, and the head it was recorded on
         self.blocked: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self.stopping = threading.Event()
+
+    def _require_signing(self, create: bool) -> None:
+        """A key given to a writing open marks the home: every process then requires it."""
+        try:
+            if create:
+                signing.require(self.home, self.approval_key, now=self.clock())
+            else:
+                found = signing.requirement(self.home)
+                if found is not None:
+                    signing.check_key(self.home, self.approval_key, found)
+        except BaseException:
+            self.store.close()
+            raise
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> Engine:
@@ -359,6 +375,24 @@ class Engine:
         except _AlreadyDecided:
             return False
         return recorded[0]
+
+    def check_decision(self, approval_id: str, decision: str) -> dict[str, Any]:
+        """Check, without writing anything, that ``decision`` can be recorded now.
+
+        Returns:
+            The request (as in ``pending()``), to bind a decision file to it.
+
+        Raises:
+            UnknownApproval: no such request.
+            DecisionRefused: the decision is not one the request allows, the request was
+                already decided (says what and by whom), or it expired.
+        """
+        with self.store.reader() as r:
+            req, again = check_decision(r, approval_id, decision, now=self.clock())
+        if again:
+            raise DecisionRefused(approval_id, f"already decided {req.decision!r} by "
+                                  f"{req.by or 'someone'}")
+        return pending_row(req)
 
     def pending(self) -> list[dict[str, Any]]:
         """Decisions waiting: approvals and reconciliations nobody has decided yet."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import watchfiles
 
+from . import signing
 from .inbox import Inbox
 from .runtime import Engine
 
@@ -34,6 +35,9 @@ class Watcher:
         self.max_orphan_age, self.max_attempts, self.grace = max_orphan_age, max_attempts, grace
         self.inbox = Inbox(engine)
         self.stop = engine.stopping
+        if engine.approval_key is None and signing.requirement(engine.home) is not None:
+            log(f"{engine.home} requires signed decisions and this watcher has no key: every "
+                "decision file will be refused; start it with --approval-key-file")
 
     def once(self) -> dict[str, Any]:
         """Process the inbox, then advance every run that can go on."""

@@ -18,7 +18,6 @@ import bide
 from bide.engine.blocking import BLOCKED
 from bide.engine.lmdb_store import LOG
 from bide.engine.watcher import Watcher, wait_for
-
 from conftest import APPS
 
 sys.path.insert(0, str(APPS))
@@ -133,7 +132,7 @@ def test_a_corrupt_record_blocks_only_its_run(home: Path) -> None:
         assert [(r.run_id, r.status) for r in runs] == [("ok", "DONE")]
         head = e.get("corrupt")
         assert head.reason == BLOCKED and "CorruptRecord" in head.error
-        assert e._head("corrupt").lease_owner is None  # nothing held: any worker may retry once repaired
+        assert e._head("corrupt").lease_owner is None  # any worker may retry once repaired
 
 
 def test_recover_reports_a_blocked_run_as_skipped(home: Path) -> None:
