@@ -400,7 +400,8 @@ def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
                       [[p.kind, p.table, p.key, p.detail] for p in report.problems])
                 + f"\n{len(report.problems)} problem(s) in {report.records} records{hint}")
 
-    _out(as_json, report.to_dict(), human)
+    _out(as_json, report.to_dict(), lambda: "\n".join(
+        [human(), *(f"warning: {w}" for w in report.warnings)]))
     if not report.ok:
         raise click.exceptions.Exit(EXIT_BAD_STATE)
 

@@ -12,6 +12,7 @@ from typing import Any
 from ..formats import ApprovalDecided, ApprovalRequested, pack
 from .errors import DecisionNotAllowed, DecisionRefused, UnknownApproval
 from .index import ApprovalState
+from .permissions import private_dir
 from .store import Reader
 
 APPROVAL_DECISIONS = ("approve", "reject")
@@ -68,7 +69,7 @@ def write_request_file(home: Path, req: ApprovalRequested) -> Path:
 
 def atomic_write_json(path: Path, body: Any) -> Path:
     """Write to a dot-file in the same directory, fsync, rename into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:

@@ -38,6 +38,7 @@ from .executor import Cursor, Execution
 from .flow import Flow
 from .index import FINISHED_STATUSES, WAITING_STATUSES, RunHead
 from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
+from .permissions import private_dir
 from .policy import Policy
 from .runs import CheckpointInfo, Run, Status
 from .state import materialize
@@ -68,7 +69,7 @@ class Engine:
                                map_size=map_size, max_size=max_size, clock=clock)
         if create:  # a reading open (the CLI's) changes nothing on disk
             for sub in ("inbox", "requests"):
-                (self.home / sub).mkdir(exist_ok=True)
+                private_dir(self.home / sub)
         self.durability = durability
         self.lease_ttl = lease_ttl
         self.clock = clock
