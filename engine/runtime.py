@@ -24,6 +24,7 @@ from . import faults, signing
 from .approvals import check_decision, decided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
+    BideError,
     DecisionRefused,
     FlowMismatch,
     RunExists,
@@ -203,7 +204,7 @@ class Engine:
                 self.skipped.append((head.run_id, str(exc)))
             except StoreError:
                 raise  # the store's problem, not this run's: every run is affected
-            except Exception as exc:  # noqa: BLE001 - this run's own problem: record it, go on
+            except BideError as exc:  # this run's own (flow mismatch, corrupt record...)
                 self._block(head.run_id, exc)
         return advanced
 

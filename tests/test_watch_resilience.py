@@ -141,3 +141,19 @@ def test_recover_reports_a_blocked_run_as_skipped(home: Path) -> None:
         e.register(*evolving_app.NEW)
         assert e.recover() == []
         assert [run_id for run_id, _ in e.skipped] == ["broken"]
+
+
+def test_a_node_that_raises_fails_its_run_and_the_others_go_on(home: Path) -> None:
+    boom = bide.Flow("boom")
+
+    @boom.node(start=True)
+    def explode(state, ctx):
+        raise RuntimeError("kaput")
+
+    _submit(home, [boom], "boom", "failing")
+    _submit(home, evolving_app.OLD, "count", "ok")
+    with bide.open(home, durability="fast") as e:
+        e.register(boom, *evolving_app.OLD)
+        runs = {r.run_id: str(r.status) for r in Watcher(e, log=lambda _l: None).once()["runs"]}
+        assert runs == {"failing": "FAILED", "ok": "DONE"}
+        assert "kaput" in e.get("failing").error
