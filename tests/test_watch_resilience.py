@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import bide
+from bide.engine import maintenance
 from bide.engine.blocking import BLOCKED
 from bide.engine.lmdb_store import LOG
 from bide.engine.watcher import Watcher, wait_for
@@ -112,7 +113,9 @@ def test_an_unknown_flow_is_recorded_once_and_the_others_run(home: Path) -> None
     with bide.open(home, durability="fast") as e:
         e.register(evolving_app.OLD[1])
         Watcher(e, log=lambda _line: None).once()
+        assert maintenance.doctor(e.store, rebuild=True).ok  # the indexes fold it as the log
     assert _records(home, "orphaned-flow", "status_changed") == 1
+    assert _status(home, "orphaned-flow").reason == BLOCKED  # and so after a rebuild
 
 
 def test_a_corrupt_record_blocks_only_its_run(home: Path) -> None:
