@@ -8,10 +8,12 @@ Everything public is re-exported here; modules under ``engine`` and
 
 from .engine.errors import (
     ApprovalError,
+    ApprovalKeyError,
     BideError,
     ContextClosed,
     CorruptIndex,
     CorruptRecord,
+    DecisionNotAllowed,
     DecisionRefused,
     DurabilityLost,
     FlowError,
@@ -53,11 +55,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApprovalError",
+    "ApprovalKeyError",
     "BideError",
     "CheckpointInfo",
     "ContextClosed",
     "CorruptIndex",
     "CorruptRecord",
+    "DecisionNotAllowed",
     "DecisionRefused",
     "DurabilityLost",
     "END",

@@ -21,7 +21,9 @@ from typing import Any, TypeVar
 import click
 
 from . import (
+    ApprovalKeyError,
     BideError,
+    DecisionNotAllowed,
     Engine,
     Flow,
     NotAHome,
@@ -404,7 +406,8 @@ def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
                       [[p.kind, p.table, p.key, p.detail] for p in report.problems])
                 + f"\n{len(report.problems)} problem(s) in {report.records} records{hint}")
 
-    _out(as_json, report.to_dict(), human)
+    _out(as_json, report.to_dict(), lambda: "\n".join(
+        [human(), *(f"warning: {w}" for w in report.warnings)]))
     if not report.ok:
         raise click.exceptions.Exit(EXIT_BAD_STATE)
 
@@ -509,26 +512,45 @@ def pending(home: Path, as_json: bool) -> None:
               show_default=True, help="The bide home directory.")
 @click.option("--reject", is_flag=True, help="Reject instead of approve.")
 @click.option("--decision", type=click.Choice(["approve", "reject", "mark_done", "retry",
-                                               "abort"]), help="Any allowed decision.")
+                                               "abort"]),
+              help="Any allowed decision: approve/reject for an approval, "
+                   "mark_done/retry/abort for a reconciliation.")
 @click.option("--by", help="Who decides (recorded).")
 @click.option("--reason", help="Why (recorded).")
 @click.option("--result", help="JSON result for mark_done (what the node receives).")
-@click.option("--approval-key-file", type=click.Path(exists=True, path_type=Path),
-              help="Sign the decision with this HMAC key.")
+@click.option("--approval-key-file", "--key-file", "key_file",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Sign the decision with this HMAC key (needed when the home requires "
+                   "signed decisions).")
 def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by: str | None,
-            reason: str | None, result: str | None, approval_key_file: Path | None) -> None:
-    """Drop a decision file into the inbox (the same door people and programs use)."""
+            reason: str | None, result: str | None, key_file: Path | None) -> None:
+    """Drop a decision file into the inbox (the same door people and programs use).
+
+    The decision is checked against the store first (the request exists, takes this
+    decision, is neither decided nor expired; the key when the home requires one),
+    so no file is written that the watcher would refuse.
+    """
+    from .engine import signing
     from .engine.inbox import drop_decision
 
-    eng = _engine(home)
-    req = next((p for p in eng.pending() if p["approval_id"] == approval_id), None)
-    if req is None:
-        raise UnknownApproval(approval_id)
+    if reject and decision not in (None, "reject"):
+        raise click.UsageError(f"--reject conflicts with --decision {decision}")
     chosen = decision or ("reject" if reject else "approve")
-    key = approval_key_file.read_bytes().strip() if approval_key_file else None
+    if result is not None and chosen != "mark_done":
+        raise click.UsageError(f"--result goes with --decision mark_done only, not {chosen}")
+    value = None if result is None else _json_arg(result)
+    eng = _engine(home)
+    key = signing.read_key(key_file) if key_file else None
+    required = signing.requirement(home)
+    try:
+        if required is not None:
+            signing.check_key(home, key, required)
+        req = eng.check_decision(approval_id, chosen)
+    except (ApprovalKeyError, DecisionNotAllowed) as exc:
+        raise click.UsageError(str(exc)) from None
     path = drop_decision(home, approval_id, chosen, by=by or os.environ.get("USER"),
                          reason=reason, run_id=req["run_id"], digest=req["digest"],
-                         result=None if result is None else _json_arg(result), key=key)
+                         result=value, key=key)
     click.echo(f"{chosen} for {approval_id} dropped into the inbox: {path.name}", err=True)
 
 
@@ -573,17 +595,20 @@ def submit(flow_name: str, home: Path, input_json: str, run_id: str | None,
 @click.option("--max-attempts", default=5, show_default=True,
               help="Fail a run whose worker died this many times.")
 @click.option("--lease-ttl", default=30.0, show_default=True, help="Lease seconds.")
-@click.option("--approval-key-file", type=click.Path(exists=True, path_type=Path),
-              help="Accept only decision files signed with this HMAC key.")
+@click.option("--approval-key-file", "--key-file", "approval_key_file",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Accept only decision files signed with this HMAC key; the home then "
+                   "requires it of every process.")
 @click.option("--durability", type=click.Choice(["durable", "fast"]), default="durable",
               show_default=True)
 def watch(home: Path, apps: tuple[str, ...], once: bool, poll: bool, max_orphan_age: str,
           max_attempts: int, lease_ttl: float, approval_key_file: Path | None,
           durability: str) -> None:
     """Take decisions from the inbox and resume runs under leases until stopped."""
+    from .engine.signing import read_key
     from .engine.watcher import Watcher
 
-    key = approval_key_file.read_bytes().strip() if approval_key_file else None
+    key = read_key(approval_key_file) if approval_key_file else None
     with open_home(home, durability=durability, lease_ttl=lease_ttl, approval_key=key) as eng:
         for spec in apps:
             eng.register(*load_flows(spec))

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..formats import ApprovalDecided, ApprovalRequested, digest_bytes, pack
-from .errors import DecisionRefused, UnknownApproval
+from .errors import DecisionNotAllowed, DecisionRefused, UnknownApproval
 from .index import ApprovalState
+from .permissions import private_dir
 from .store import Reader
 
 APPROVAL_DECISIONS = ("approve", "reject")
@@ -41,6 +42,14 @@ def decision_file(req: ApprovalRequested | ApprovalState, decision: str) -> dict
             "reason": "why", "run_id": req.run_id, "digest": req.digest}
 
 
+def approve_command(home: Path, req: ApprovalRequested) -> str:
+    """The ``bide approve`` line that decides this request (its own decisions, not approve)."""
+    if list(req.allowed) == list(APPROVAL_DECISIONS):
+        return f"bide approve {req.approval_id} [--reject] --home {home}"
+    return (f"bide approve {req.approval_id} --decision {'|'.join(req.allowed)} "
+            f"[--result JSON with mark_done] --home {home}")
+
+
 def write_request_file(home: Path, req: ApprovalRequested) -> Path:
     """``<home>/requests/<id>.json``: what is asked, and a decision file to copy."""
     body = {
@@ -58,8 +67,7 @@ def write_request_file(home: Path, req: ApprovalRequested) -> Path:
         "expires_at": req.expires_at,
         "how_to_decide": (
             f"write one of the decision files below into {home / 'inbox'} (as a dot-file or "
-            f"*.tmp, then rename it to *.json), or run: bide approve {req.approval_id} "
-            f"--home {home}"
+            f"*.tmp, then rename it to *.json), or run: {approve_command(home, req)}"
         ),
         "decision_files": [decision_file(req, d) for d in req.allowed],
     }
@@ -68,7 +76,7 @@ def write_request_file(home: Path, req: ApprovalRequested) -> Path:
 
 def atomic_write_json(path: Path, body: Any) -> Path:
     """Write to a dot-file in the same directory, fsync, rename into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
@@ -99,8 +107,7 @@ def check_decision(
     if req is None:
         raise UnknownApproval(approval_id)
     if decision not in req.allowed:
-        raise DecisionRefused(approval_id, f"decision {decision!r} is not allowed here; "
-                              f"allowed: {', '.join(req.allowed)}")
+        raise DecisionNotAllowed(approval_id, req.kind, decision, list(req.allowed))
     if run_id is not None and run_id != req.run_id:
         raise DecisionRefused(approval_id, f"run_id {run_id!r} does not match the request's "
                               f"run {req.run_id!r}")

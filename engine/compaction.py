@@ -43,6 +43,7 @@ from .errors import NotAHome, StoreError
 from .index import DERIVED
 from .lmdb_store import LEASES, LOG, META, LMDBReader
 from .maintenance import DoctorReport, check
+from .permissions import PRIVATE_DIR, PRIVATE_FILE
 
 _FLOCK = struct.Struct("hhqqi4x")  # struct flock on Linux (x86_64 and aarch64)
 _MIN_MAP = 64 << 20
@@ -90,7 +91,7 @@ def compact(home: str | os.PathLike[str], *, keep_old: bool = False) -> CompactR
     _clean_leftovers(home, data)
     before = data.stat().st_size
     tmp = home / f".compact-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    tmp.mkdir()
+    tmp.mkdir(mode=PRIVATE_DIR)
     try:
         txnid, records = _copy(store, tmp)
         _verify(tmp, records, "the compacted copy")
@@ -163,6 +164,7 @@ def _copy(store: Path, tmp: Path) -> tuple[int, int]:
             txnid = env.info()["last_txnid"]
             records = txn.stat(env.open_db(LOG.encode(), txn=txn, create=False))["entries"]
         env.copy(str(tmp), compact=True)
+        os.chmod(tmp / "data.mdb", PRIVATE_FILE)  # LMDB creates the copy 0666 less the umask
         if env.info()["last_txnid"] != txnid:
             raise CompactFailed(f"the store at {store} changed while it was copied; retry")
     finally:
@@ -174,7 +176,7 @@ def _copy(store: Path, tmp: Path) -> tuple[int, int]:
 
 def _verify(path: Path, records: int, what: str) -> DoctorReport:
     size = max((path / "data.mdb").stat().st_size, _MIN_MAP)
-    env = lmdb.open(str(path), map_size=size, max_dbs=len(DERIVED) + 4)
+    env = lmdb.open(str(path), map_size=size, max_dbs=len(DERIVED) + 4, mode=PRIVATE_FILE)
     try:
         dbs = {name: env.open_db(name.encode()) for name in (LOG, META, LEASES, *DERIVED)}
         with env.begin() as txn:
@@ -191,7 +193,7 @@ def _verify(path: Path, records: int, what: str) -> DoctorReport:
 def _swap(store: Path, tmp: Path, home: Path, txnid: int) -> Path:
     """Replace ``store/data.mdb`` by the copy under an exclusive lock; return the old file."""
     data, lock = store / "data.mdb", store / "lock.mdb"
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
     try:
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0, os.SEEK_SET)

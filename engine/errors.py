@@ -34,7 +34,9 @@
     │   └── ReconciliationAborted
     └── ApprovalError
         ├── UnknownApproval
-        └── DecisionRefused        the decision does not fit the request
+        ├── DecisionRefused        the decision does not fit the request
+        │   └── DecisionNotAllowed  a decision this kind of request does not take
+        └── ApprovalKeyError       the home requires signed decisions; the key is missing or wrong
 
 Control flow that user code must not swallow (``Paused``) derives from
 ``BaseException`` on purpose: a node's ``except Exception`` must not eat a pause.
@@ -269,6 +271,19 @@ class DecisionRefused(ApprovalError):
     def __init__(self, approval_id: str, why: str) -> None:
         self.approval_id, self.why = approval_id, why
         super().__init__(f"decision for {approval_id!r} refused: {why}")
+
+
+class DecisionNotAllowed(DecisionRefused):
+    def __init__(self, approval_id: str, kind: str, decision: str, allowed: list[str]) -> None:
+        self.kind, self.decision, self.allowed = kind, decision, allowed
+        super().__init__(approval_id, f"it is a {kind} request; it takes "
+                         f"{' / '.join(allowed)}, not {decision!r}")
+
+
+class ApprovalKeyError(ApprovalError):
+    def __init__(self, home: object, why: str) -> None:
+        self.home, self.why = home, why
+        super().__init__(f"{home} requires signed decisions (see its signing.json): {why}")
 
 
 class Paused(BaseException):  # noqa: N818 - control flow, not an error

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import faults
+from . import faults, signing
 from .approvals import atomic_write_json, check_decision, decided
 from .errors import BideError
+from .permissions import private_dir, trusted_uid
 from .store import Reader
 
 MAX_BYTES = 64 * 1024
@@ -140,7 +141,7 @@ class Inbox:
         self.dir = engine.home / "inbox"
         self.work = self.dir / ".work"
         for sub in (self.work, self.dir / "processed", self.dir / "rejected"):
-            sub.mkdir(parents=True, exist_ok=True)
+            private_dir(sub)
 
     def names(self) -> list[str]:
         """Final names waiting (dot-files and ``*.tmp`` are still being written)."""
@@ -175,8 +176,8 @@ class Inbox:
         path = self.work / name
         try:
             try:
-                body, raw = self._read(path)
-                result = self._record(name, body, raw)
+                body, raw, uid = self._read(path)
+                result = self._record(name, body, raw, uid)
             except Refused as exc:
                 return self._reject(name, str(exc))
             except BideError as exc:
@@ -186,7 +187,7 @@ class Inbox:
             return None
         return result
 
-    def _read(self, path: Path) -> tuple[dict[str, Any], bytes]:
+    def _read(self, path: Path) -> tuple[dict[str, Any], bytes, int]:
         st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
             raise Refused("a symlink, not a regular file")
@@ -206,16 +207,37 @@ class Inbox:
             raise Refused(f"cannot read it: {exc.strerror}") from None
         if len(raw) > MAX_BYTES:
             raise Refused(f"larger than the {MAX_BYTES} byte limit")
-        return parse(raw), raw
+        return parse(raw), raw, st.st_uid
 
-    def _record(self, name: str, body: dict[str, Any], raw: bytes) -> FileResult:
+    def _check_signature(self, body: dict[str, Any]) -> bool:
+        """Signed decisions are required by the home (``signing.json``), not by this process.
+
+        Returns:
+            True if the file carries a valid signature; False if none is required.
+        """
+        required = signing.requirement(self.engine.home)
         key = self.engine.approval_key
-        if key is not None:
-            sig = body.get("sig")
-            if not sig:
-                raise Refused("this home requires signed decisions and the file has no 'sig'")
-            if not hmac.compare_digest(sig, sign(body, key)):
-                raise Refused("bad signature")
+        if required is None and key is None:
+            return False
+        sig = body.get("sig")
+        if not sig:
+            raise Refused("this home requires signed decisions and the file has no 'sig'")
+        if key is None:
+            raise Refused("this home requires signed decisions and this process has no key to "
+                          "check the signature: start it with --approval-key-file")
+        if not hmac.compare_digest(sig, sign(body, key)):
+            raise Refused("bad signature")
+        return True
+
+    def _check_owner(self, uid: int, signed: bool) -> None:
+        """Another local user must not decide for the home's owner by dropping a file."""
+        if not signed and not trusted_uid(uid, self.engine.home):
+            owner = os.stat(self.engine.home).st_uid
+            raise Refused(f"owned by uid {uid}, not by the home's owner (uid {owner}); a "
+                          "decision file from another user must be signed")
+
+    def _record(self, name: str, body: dict[str, Any], raw: bytes, uid: int) -> FileResult:
+        self._check_owner(uid, self._check_signature(body))
         aid, decision = body["approval_id"], body["decision"]
         now = self.engine.clock()
         content = "sha256:" + hashlib.sha256(raw).hexdigest()

@@ -42,6 +42,7 @@ from .index import (
     seq_of,
     with_checksum,
 )
+from .permissions import PRIVATE_FILE, private_dir
 from .store import Check, lease_expires
 
 STORE_FORMAT = 2  # 2: derived index values carry a checksum (index.with_checksum)
@@ -126,7 +127,7 @@ def _acquire_env(path: Path, durability: str, map_size: int) -> lmdb.Environment
         sync = durability == "durable"
         env = lmdb.open(
             key, map_size=map_size, subdir=True, max_dbs=len(DERIVED) + 4, sync=sync,
-            metasync=sync, readahead=False, max_readers=256,
+            metasync=sync, readahead=False, max_readers=256, mode=PRIVATE_FILE,
         )
         _handles[key] = (env, 1, durability, os.getpid())
         return env
@@ -284,6 +285,10 @@ def _ours(p: Path) -> bool:
         c.name in ("lock.mdb", "grow.lock") for c in p.iterdir())
 
 
+def _private_opener(path: str, flags: int) -> int:
+    return os.open(path, flags, PRIVATE_FILE)
+
+
 def _check_home(path: Path, create: bool) -> None:
     if path.exists() and not path.is_dir():
         raise NotAHome(path, "it is a file, not a directory")
@@ -315,7 +320,7 @@ class LMDBStore:
         self.home = Path(home)
         _check_home(self.home, create)
         self.path = self.home / "store"
-        self.path.mkdir(parents=True, exist_ok=True)
+        private_dir(private_dir(self.home) / "store")  # owner-only whatever the umask
         self.durability, self.max_size, self.clock = durability, max_size, clock
         self._pid = os.getpid()
         self._broken: str | None = None
@@ -530,7 +535,7 @@ class LMDBStore:
 
     def _grow(self, full_at: int) -> None:
         """Double the map, serialized across processes by a lock file."""
-        with open(self.path / "grow.lock", "a+b") as lock:
+        with open(self.path / "grow.lock", "a+b", opener=_private_opener) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 self._adopt_map_size()  # adopt what another process may have done already

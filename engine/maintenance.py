@@ -49,6 +49,7 @@ from .index import (
     seq_of,
 )
 from .lmdb_store import LEASES, LOG, LMDBReader, LMDBStore, TxnTables
+from .permissions import exposure
 
 # What prune may take from a run it keeps; every other record (its identity, status history,
 # tool calls, decisions, and any type prune does not know) stays.
@@ -102,6 +103,7 @@ class DoctorReport:
     runs: int = 0
     problems: list[Problem] = field(default_factory=list)
     rebuilt: bool = False
+    warnings: list[str] = field(default_factory=list)  # e.g. a home others can write
 
     @property
     def ok(self) -> bool:
@@ -109,7 +111,8 @@ class DoctorReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "records": self.records, "runs": self.runs,
-                "rebuilt": self.rebuilt, "problems": [p.to_dict() for p in self.problems]}
+                "rebuilt": self.rebuilt, "problems": [p.to_dict() for p in self.problems],
+                "warnings": self.warnings}
 
 
 # -- reading the whole log --------------------------------------------------------
@@ -251,6 +254,7 @@ def doctor(store: LMDBStore, *, rebuild: bool = False) -> DoctorReport:
     with store.reader() as r:
         report = check(r)
     report.rebuilt = rebuild
+    report.warnings = exposure(store.home)
     return report
 
 

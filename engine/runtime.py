@@ -20,14 +20,18 @@ from ..formats import (
     check_serializable,
 )
 from ..formats.errors import NotSerializable
-from . import faults
+from . import faults, signing
 from .approvals import check_decision, decided
+from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
+    BideError,
+    DecisionRefused,
     FlowMismatch,
     RunExists,
     RunNotResumable,
     StaleLease,
     StateNotSerializable,
+    StoreError,
     UnknownFlow,
     UnknownRun,
 )
@@ -37,6 +41,7 @@ from .index import FINISHED_STATUSES, WAITING_STATUSES, RunHead
 from .inspect import checkpoint_seq
 from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from .offload import off_loop
+from .permissions import private_dir
 from .policy import Policy
 from .runs import CheckpointInfo, Run, Status
 from .state import materialize
@@ -67,15 +72,32 @@ class Engine:
                                map_size=map_size, max_size=max_size, clock=clock)
         if create:  # a reading open (the CLI's) changes nothing on disk
             for sub in ("inbox", "requests"):
-                (self.home / sub).mkdir(exist_ok=True)
+                private_dir(self.home / sub)
         self.durability = durability
         self.lease_ttl = lease_ttl
         self.clock = clock
         self.approval_key = approval_key.encode() if isinstance(approval_key, str) else approval_key
+        if self.approval_key is not None:
+            self._require_signing(create)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.flows: dict[str, Flow] = {}
         self.skipped: list[tuple[str, str]] = []
+        # runs whose own problem stopped ``recover``: why, and the head it was recorded on
+        self.blocked: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self.stopping = threading.Event()
+
+    def _require_signing(self, create: bool) -> None:
+        """A key given to a writing open marks the home: every process then requires it."""
+        try:
+            if create:
+                signing.require(self.home, self.approval_key, now=self.clock())
+            else:
+                found = signing.requirement(self.home)
+                if found is not None:
+                    signing.check_key(self.home, self.approval_key, found)
+        except BaseException:
+            self.store.close()
+            raise
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> Engine:
@@ -92,6 +114,7 @@ class Engine:
         for flow in flows:
             flow.validate()
             self.flows[flow.name] = flow
+        self.blocked.clear()  # a flow that changed may unblock them
 
     def flow(self, name: str) -> Flow:
         if name not in self.flows:
@@ -192,6 +215,9 @@ class Engine:
         """
         advanced = []
         for head in self._runnable():
+            if head.run_id in self.blocked and self.blocked[head.run_id][1] == signature(head):
+                self.skipped.append((head.run_id, self.blocked[head.run_id][0]))
+                continue
             if head.status == "RUNNING":
                 if self.clock() - head.updated_at > max_age:
                     self._give_up(head, f"expired: orphaned for more than {max_age:.0f}s")
@@ -201,10 +227,22 @@ class Engine:
                     continue
             try:
                 advanced.append(self.resume(head.run_id))
-            except (RunNotResumable, UnknownFlow, StaleLease) as exc:
+            except (RunNotResumable, StaleLease) as exc:
                 # another worker got there first, or took the run over mid-way: theirs now
                 self.skipped.append((head.run_id, str(exc)))
+            except StoreError:
+                raise  # the store's problem, not this run's: every run is affected
+            except BideError as exc:  # this run's own (flow mismatch, corrupt record...)
+                self._block(head.run_id, exc)
         return advanced
+
+    def _block(self, run_id: str, exc: Exception) -> None:
+        why = describe(exc)
+        self.skipped.append((run_id, why))
+        now = self.clock()
+        self.store.commit(lambda r: block_records(r, run_id, why, owner=self.owner, now=now,
+                                                  node=getattr(exc, "node", None)))
+        self.blocked[run_id] = (why, signature(self._head(run_id)))
 
     def _runnable(self) -> list[RunHead]:
         now = self.clock()
@@ -274,7 +312,7 @@ class Engine:
                 run_id=run_id, owner=self.owner, token=head.lease_token + 1,
                 expires_at=now + self.lease_ttl,
                 attempts=head.attempts + (1 if orphaned else 0), at=now)]
-            if head.status != "RUNNING":
+            if head.status != "RUNNING" or head.reason == BLOCKED:
                 records.append(StatusChanged(run_id=run_id, status="RUNNING", reason="resumed",
                                              at=now))
             return records
@@ -381,6 +419,24 @@ class Engine:
         """``decide`` without blocking the event loop."""
         return await off_loop(self.decide, approval_id, decision, by=by, reason=reason,
                               result=result)
+
+    def check_decision(self, approval_id: str, decision: str) -> dict[str, Any]:
+        """Check, without writing anything, that ``decision`` can be recorded now.
+
+        Returns:
+            The request (as in ``pending()``), to bind a decision file to it.
+
+        Raises:
+            UnknownApproval: no such request.
+            DecisionRefused: the decision is not one the request allows, the request was
+                already decided (says what and by whom), or it expired.
+        """
+        with self.store.reader() as r:
+            req, again = check_decision(r, approval_id, decision, now=self.clock())
+        if again:
+            raise DecisionRefused(approval_id, f"already decided {req.decision!r} by "
+                                  f"{req.by or 'someone'}")
+        return pending_row(req)
 
     def pending(self) -> list[dict[str, Any]]:
         """Decisions waiting: approvals and reconciliations nobody has decided yet."""

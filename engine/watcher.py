@@ -3,7 +3,10 @@
 At start it takes files already in the inbox and every runnable or orphaned
 run; then it watches the inbox with watchfiles (files present before the
 watch began are caught by a rescan each ``rescan`` seconds, as DESIGN.md
-warns). SIGINT/SIGTERM stop it at the next boundary; runs stay resumable.
+warns). SIGINT/SIGTERM stop it at the next boundary; runs stay resumable. A run that
+cannot go on for a reason of its own (a renamed node, an unknown flow, a
+corrupt record) is recorded as blocked on that run and logged; the watcher
+keeps serving the others (see ``blocking``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 import watchfiles
 
+from . import signing
 from .inbox import Inbox
 from .runtime import Engine
 
@@ -31,6 +35,9 @@ class Watcher:
         self.max_orphan_age, self.max_attempts, self.grace = max_orphan_age, max_attempts, grace
         self.inbox = Inbox(engine)
         self.stop = engine.stopping
+        if engine.approval_key is None and signing.requirement(engine.home) is not None:
+            log(f"{engine.home} requires signed decisions and this watcher has no key: every "
+                "decision file will be refused; start it with --approval-key-file")
 
     def once(self) -> dict[str, Any]:
         """Process the inbox, then advance every run that can go on."""
@@ -42,11 +49,16 @@ class Watcher:
             verdict = "accepted" if f.accepted else "rejected"
             self.log(f"file {verdict}: {f.name} ({f.reason})")
         self.engine.skipped.clear()
+        known = dict(self.engine.blocked)
         runs = [] if self.stop.is_set() else self.engine.recover(
             max_age=self.max_orphan_age, max_attempts=self.max_attempts)
         for run in runs:
             self.log(f"run {run.run_id}: {run.status.value.lower()}"
                      + (f" (waiting on {run.waiting['approval_id']})" if run.waiting else ""))
+        for run_id, seen in self.engine.blocked.items():
+            if known.get(run_id) != seen:  # said once, not at every rescan
+                self.log(f"run {run_id}: blocked, recorded on the run; serving the others: "
+                         f"{seen[0]}")
         return {"files": files, "runs": runs}
 
     def serve(self) -> None:
