@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import lmdb
 
@@ -49,7 +49,30 @@ DEFAULT_MAX_SIZE = 1 << 40
 DURABILITIES = ("durable", "fast")
 T = TypeVar("T")
 
-_handles: dict[str, tuple[lmdb.Environment, int, str, int]] = {}
+_TABLES = (LOG, META, LEASES, *DERIVED)
+_OPEN_RETRIES = 100  # lmdb.open racing another process that keeps growing the map
+
+
+class _Handle(NamedTuple):
+    """This process's one environment for a store path, shared by every ``LMDBStore`` on it.
+
+    ``dbs`` are opened once, with the environment: py-lmdb's ``open_db()``
+    without a transaction begins a write transaction while holding the GIL, so
+    a thread calling it while another thread of this process holds LMDB's
+    writer lock (and waits for the GIL inside a commit) hangs the process.
+    ``write_lock`` is this process's one writer path: a thread waits for it in
+    Python (the GIL released) before ``begin(write=True)``.
+    """
+
+    env: lmdb.Environment
+    count: int
+    mode: str
+    pid: int
+    dbs: dict[str, Any]
+    write_lock: threading.RLock  # type: ignore[valid-type]
+
+
+_handles: dict[str, _Handle] = {}
 _handles_lock = threading.Lock()
 
 
@@ -106,38 +129,71 @@ class _Gate:
 _gate = _Gate()
 
 
-def _acquire_env(path: Path, durability: str, map_size: int) -> lmdb.Environment:
+def _acquire_env(path: Path, durability: str, map_size: int) -> _Handle:
     """One environment per process and path (LMDB forbids opening it twice)."""
     key = str(path.resolve())
     with _handles_lock:
         found = _handles.get(key)
-        if found is not None and found[3] == os.getpid():
-            env, count, mode, pid = found
-            if mode != durability:
+        if found is not None and found.pid == os.getpid():
+            if found.mode != durability:
                 raise StoreError(
-                    f"{path} is already open in this process with durability={mode!r}; "
+                    f"{path} is already open in this process with durability={found.mode!r}; "
                     f"open it again with the same durability, not {durability!r}"
                 )
-            _handles[key] = (env, count + 1, mode, pid)
-            return env
-        sync = durability == "durable"
-        env = lmdb.open(
-            key, map_size=map_size, subdir=True, max_dbs=len(DERIVED) + 4, sync=sync,
-            metasync=sync, readahead=False, max_readers=256,
-        )
-        _handles[key] = (env, 1, durability, os.getpid())
-        return env
+            _handles[key] = found = found._replace(count=found.count + 1)
+            return found
+        env = _open_env(key, durability, map_size)
+        try:
+            dbs = _open_dbs(env)
+        except BaseException:
+            env.close()
+            raise
+        _handles[key] = found = _Handle(env, 1, durability, os.getpid(), dbs, threading.RLock())
+        return found
+
+
+def _open_env(key: str, durability: str, map_size: int) -> lmdb.Environment:
+    """``lmdb.open``, retried while another process grows the map under it.
+
+    py-lmdb's open reads the map size, then begins a transaction: a process
+    growing the map in between makes that begin fail with ``MapResizedError``.
+    Opening again reads the new size.
+    """
+    sync = durability == "durable"
+    for _ in range(_OPEN_RETRIES):
+        try:
+            return lmdb.open(
+                key, map_size=map_size, subdir=True, max_dbs=len(DERIVED) + 4, sync=sync,
+                metasync=sync, readahead=False, max_readers=256,
+            )
+        except lmdb.MapResizedError:
+            continue  # the other process grew the map between our two steps; read it again
+    raise StoreError(f"could not open {key}: the map kept growing under {_OPEN_RETRIES} tries")
+
+
+def _open_dbs(env: lmdb.Environment) -> dict[str, Any]:
+    """Open (creating) every named database in ONE explicit write transaction.
+
+    Called only while the environment is new to this process, so no other
+    thread of this process can hold its writer lock.
+    """
+    while True:
+        try:
+            with env.begin(write=True) as txn:
+                return {name: env.open_db(name.encode(), txn=txn) for name in _TABLES}
+        except lmdb.MapResizedError:
+            env.set_mapsize(0)  # no other transaction of ours exists on this new env
 
 
 def _release_env(path: Path) -> None:
     key = str(path.resolve())
     with _handles_lock:
-        env, count, mode, pid = _handles[key]
-        if count > 1:
-            _handles[key] = (env, count - 1, mode, pid)
+        found = _handles[key]
+        if found.count > 1:
+            _handles[key] = found._replace(count=found.count - 1)
             return
         del _handles[key]
-    env.close()
+    found.env.close()
 
 
 class TxnTables:
@@ -270,11 +326,12 @@ def _is_home(path: Path) -> bool:
 
 
 def _ours(p: Path) -> bool:
-    """What creating a home makes first (a crash while creating it can leave these)."""
+    """What creating a home makes first (a crash while creating it, or another thread
+    or process creating it right now, can leave these)."""
     if p.name in ("inbox", "requests"):
         return True
     return p.name == "store" and p.is_dir() and all(
-        c.name in ("lock.mdb", "grow.lock") for c in p.iterdir())
+        c.name in ("lock.mdb", "data.mdb", "grow.lock") for c in p.iterdir())
 
 
 def _check_home(path: Path, create: bool) -> None:
@@ -285,7 +342,7 @@ def _check_home(path: Path, create: bool) -> None:
     if not create:
         raise NotAHome(path, "no store/data.mdb in it (run `bide demo` or open it from Python "
                        "to create a home)")
-    if path.exists() and not all(_ours(p) for p in path.iterdir()):
+    if path.exists() and not all(_ours(p) for p in path.iterdir()) and not _is_home(path):
         raise NotAHome(path, "the directory exists, is not empty and has no store/ in it; "
                        "bide will not write into a directory it did not create")
 
@@ -312,10 +369,10 @@ class LMDBStore:
         self.durability, self.max_size, self.clock = durability, max_size, clock
         self._pid = os.getpid()
         self._broken: str | None = None
-        self.env = _acquire_env(self.path, durability, map_size)
+        handle = _acquire_env(self.path, durability, map_size)
+        self.env, self.dbs, self._write_lock = handle.env, handle.dbs, handle.write_lock
         self._closed = False
         try:
-            self.dbs = {name: self._open_db(name) for name in (LOG, META, LEASES, *DERIVED)}
             self._check_format()
             self.env.reader_check()
         except BaseException:
@@ -323,13 +380,6 @@ class LMDBStore:
             raise
 
     # -- lifecycle ---------------------------------------------------------
-    def _open_db(self, name: str) -> Any:
-        while True:
-            try:
-                return self.env.open_db(name.encode())
-            except lmdb.MapResizedError:
-                self._adopt_map_size()
-
     def _adopt_map_size(self) -> None:
         """Another process grew the map; adopt its size (cancels this process's txns)."""
         with _gate.exclusive():
@@ -495,7 +545,8 @@ class LMDBStore:
         self._guard(write=True)
         while True:
             try:
-                with _gate.shared(), self.env.begin(write=True, buffers=False) as txn:
+                with _gate.shared(), self._write_lock, \
+                        self.env.begin(write=True, buffers=False) as txn:
                     return body(txn)
             except lmdb.MapFullError:
                 self._grow(self.env.info()["map_size"])
