@@ -11,6 +11,7 @@
     │   ├── NotAHome               the directory is not a bide home
     │   ├── NewerStore             the store was written by a newer bide
     │   ├── StoreFull              the size limit was reached (still readable)
+    │   ├── ReadOnlyHome           the home cannot be written; reading works
     │   ├── DurabilityLost         an fsync failed: the engine stops
     │   └── StaleLease             a commit with a fencing token that lost its lease
     ├── FlowError                  flow definition or flow/run mismatch
@@ -78,6 +79,18 @@ class StoreFull(StoreError):
         super().__init__(
             f"the store at {path} reached its size limit of {limit} bytes; it stays readable. "
             "Prune or compact it, or open it with a larger max_size"
+        )
+
+
+class ReadOnlyHome(StoreError):
+    """The home was opened read-only (a read-only mount, or no write permission):
+    every reading call works, every writing one raises this."""
+
+    def __init__(self, path: object, why: str) -> None:
+        self.path, self.why = path, why
+        super().__init__(
+            f"the home at {path} is read-only ({why}); reading works, writing does not. "
+            "Copy it somewhere writable to change it"
         )
 
 

@@ -23,7 +23,15 @@ import lmdb
 
 from ..formats import Record, decode, encode, unpack
 from . import faults
-from .errors import DurabilityLost, NewerStore, NotAHome, StaleLease, StoreError, StoreFull
+from .errors import (
+    DurabilityLost,
+    NewerStore,
+    NotAHome,
+    ReadOnlyHome,
+    StaleLease,
+    StoreError,
+    StoreFull,
+)
 from .index import (
     APPROVALS,
     DERIVED,
@@ -70,6 +78,7 @@ class _Handle(NamedTuple):
     pid: int
     dbs: dict[str, Any]
     write_lock: threading.RLock  # type: ignore[valid-type]
+    readonly: str | None  # why this process cannot write the store, or None
 
 
 _handles: dict[str, _Handle] = {}
@@ -142,26 +151,48 @@ def _acquire_env(path: Path, durability: str, map_size: int) -> _Handle:
                 )
             _handles[key] = found = found._replace(count=found.count + 1)
             return found
-        env = _open_env(key, durability, map_size)
+        readonly = why_readonly(path)
+        env = _open_env(key, durability, map_size, readonly=readonly is not None)
         try:
-            dbs = _open_dbs(env)
+            dbs = _open_dbs(env, readonly=readonly is not None)
         except BaseException:
             env.close()
             raise
-        _handles[key] = found = _Handle(env, 1, durability, os.getpid(), dbs, threading.RLock())
+        _handles[key] = found = _Handle(env, 1, durability, os.getpid(), dbs, threading.RLock(),
+                                        readonly)
         return found
 
 
-def _open_env(key: str, durability: str, map_size: int) -> lmdb.Environment:
+def why_readonly(path: Path) -> str | None:
+    """Why this process cannot write the store at ``path`` (None: it can).
+
+    ``os.access`` answers for a read-only mount even as root (who ignores modes).
+    """
+    if os.statvfs(path).f_flag & os.ST_RDONLY:
+        return "its file system is mounted read-only"
+    for p in (path, path / "data.mdb", path / "lock.mdb"):
+        if p.exists() and not os.access(p, os.W_OK):
+            return f"no permission to write {p}"
+    return None
+
+
+def _open_env(key: str, durability: str, map_size: int, *,
+              readonly: bool) -> lmdb.Environment:
     """``lmdb.open``, retried while another process grows the map under it.
 
     py-lmdb's open reads the map size, then begins a transaction: a process
     growing the map in between makes that begin fail with ``MapResizedError``.
-    Opening again reads the new size.
+    Opening again reads the new size. A read-only store is opened without
+    LMDB's lock file (it cannot be written): reads are then not protected
+    against a process writing the same files meanwhile, which a read-only
+    mount or a copy never has.
     """
     sync = durability == "durable"
     for _ in range(_OPEN_RETRIES):
         try:
+            if readonly:
+                return lmdb.open(key, map_size=map_size, subdir=True, max_dbs=len(DERIVED) + 4,
+                                 readonly=True, lock=False, readahead=False)
             return lmdb.open(
                 key, map_size=map_size, subdir=True, max_dbs=len(DERIVED) + 4, sync=sync,
                 metasync=sync, readahead=False, max_readers=256,
@@ -171,12 +202,18 @@ def _open_env(key: str, durability: str, map_size: int) -> lmdb.Environment:
     raise StoreError(f"could not open {key}: the map kept growing under {_OPEN_RETRIES} tries")
 
 
-def _open_dbs(env: lmdb.Environment) -> dict[str, Any]:
+def _open_dbs(env: lmdb.Environment, *, readonly: bool) -> dict[str, Any]:
     """Open (creating) every named database in ONE explicit write transaction.
 
     Called only while the environment is new to this process, so no other
     thread of this process can hold its writer lock.
     """
+    if readonly:  # py-lmdb begins a read-only transaction here: no writer lock to wait for
+        try:
+            return {name: env.open_db(name.encode(), create=False) for name in _TABLES}
+        except lmdb.NotFoundError:
+            raise StoreError(f"{env.path()} is read-only and lacks a table this bide "
+                             "needs; open it once where it is writable") from None
     while True:
         try:
             with env.begin(write=True) as txn:
@@ -371,10 +408,12 @@ class LMDBStore:
         self._broken: str | None = None
         handle = _acquire_env(self.path, durability, map_size)
         self.env, self.dbs, self._write_lock = handle.env, handle.dbs, handle.write_lock
+        self.readonly = handle.readonly
         self._closed = False
         try:
             self._check_format()
-            self.env.reader_check()
+            if self.readonly is None:
+                self.env.reader_check()
         except BaseException:
             self.close()
             raise
@@ -403,6 +442,8 @@ class LMDBStore:
             raw = r.txn.get(b"format", db=self.dbs[META])
         if raw is not None and int(raw) <= STORE_FORMAT:
             return
+        if raw is None and self.readonly is not None:
+            raise NotAHome(self.home, f"its store was never initialized and {self.readonly}")
         self._write(check)
 
     # -- reading -----------------------------------------------------------
@@ -537,6 +578,8 @@ class LMDBStore:
             raise StoreError(f"the store at {self.path} is closed")
         if os.getpid() != self._pid:
             raise StoreError("this store was opened before fork(); open it again in the child")
+        if write and self.readonly is not None:
+            raise ReadOnlyHome(self.home, self.readonly)
         if write and self._broken:
             raise DurabilityLost(self._broken)
 
@@ -592,4 +635,4 @@ class LMDBStore:
 
     def reader_check(self) -> int:
         """Clear reader slots left by dead processes (they pin old pages)."""
-        return self.env.reader_check()
+        return 0 if self.readonly is not None else self.env.reader_check()

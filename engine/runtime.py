@@ -63,7 +63,7 @@ class Engine:
         self.home = Path(home)
         self.store = LMDBStore(self.home, durability=durability, create=create,
                                map_size=map_size, max_size=max_size, clock=clock)
-        if create:  # a reading open (the CLI's) changes nothing on disk
+        if create and self.store.readonly is None:  # a reading open changes nothing on disk
             for sub in ("inbox", "requests"):
                 (self.home / sub).mkdir(exist_ok=True)
         self.durability = durability

@@ -14,3 +14,8 @@ def test_status_values_equal_names():
              "DONE", "FAILED", "CANCELLED"]
     assert [s.value for s in bide.Status] == names
     assert all(s.name == s.value for s in bide.Status)
+
+
+def test_store_errors_are_exported_under_store_error():
+    for name in ("ReadOnlyHome", "StoreFull", "DurabilityLost", "NotAHome"):
+        assert name in bide.__all__ and issubclass(getattr(bide, name), bide.StoreError)
