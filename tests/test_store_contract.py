@@ -191,6 +191,29 @@ def test_two_processes_grow_the_map_while_writing(tmp_path):
         store.close()
 
 
+def test_open_retries_when_another_process_grew_the_map_during_it(tmp_path, monkeypatch):
+    """py-lmdb's open reads the map size, then begins a transaction: a process that
+    grows the map in between makes that begin fail (``MapResizedError`` out of
+    ``lmdb.open``, about 1 run in 10 of the test above). Opening again reads the new size."""
+    home = tmp_path / "home"
+    LMDBStore(home, durability="fast").close()
+    real_open, calls = lmdb.open, []
+
+    def open_racing_a_grower(*args, **kwargs):
+        calls.append(args)
+        if len(calls) <= 2:
+            raise lmdb.MapResizedError("mdb_txn_begin: MDB_MAP_RESIZED")
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(lmdb, "open", open_racing_a_grower)
+    store = LMDBStore(home, durability="fast")
+    try:
+        store.commit([RunCreated(run_id="r", flow="f")])
+        assert len(calls) == 3
+    finally:
+        store.close()
+
+
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.lists(st.text(min_size=1, max_size=5), min_size=1, max_size=4),
