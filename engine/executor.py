@@ -134,7 +134,7 @@ class Execution:
         """Handle a lost lease, a failure or a pause; True if the run stops here."""
         lost = [r for r in results if r.kind == "lost"]
         if lost:
-            raise lost[0].exc  # type: ignore[misc]  # another worker owns the run: write nothing
+            raise lost[0].exc  # type: ignore[misc]  # lease lost or disk full: write nothing
         failed = [r for r in results if r.kind == "fail"]
         if failed:
             self._fail(failed[0].node, failed[0].error or "")

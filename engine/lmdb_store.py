@@ -10,6 +10,7 @@ in this process, and another process must adopt the new size with
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -59,6 +60,9 @@ T = TypeVar("T")
 
 _TABLES = (LOG, META, LEASES, *DERIVED)
 _OPEN_RETRIES = 100  # lmdb.open racing another process that keeps growing the map
+RESERVE = "disk-full-reserve"  # room kept for the commit that releases a run on a full disk
+RESERVE_BYTES = 256 << 10
+_LOW_SPACE = 1 << 20  # below this, an I/O error during a commit is a full disk (a short write)
 
 
 class _Handle(NamedTuple):
@@ -368,7 +372,7 @@ def _ours(p: Path) -> bool:
     if p.name in ("inbox", "requests"):
         return True
     return p.name == "store" and p.is_dir() and all(
-        c.name in ("lock.mdb", "data.mdb", "grow.lock") for c in p.iterdir())
+        c.name in ("lock.mdb", "data.mdb", "grow.lock", RESERVE) for c in p.iterdir())
 
 
 def _check_home(path: Path, create: bool) -> None:
@@ -414,6 +418,7 @@ class LMDBStore:
             self._check_format()
             if self.readonly is None:
                 self.env.reader_check()
+                self._keep_reserve()
         except BaseException:
             self.close()
             raise
@@ -596,12 +601,53 @@ class LMDBStore:
             except lmdb.MapResizedError:
                 self._adopt_map_size()
             except (lmdb.DiskError, lmdb.PanicError, lmdb.CorruptedError) as exc:
+                if (free := self._full_disk(exc)) is not None:
+                    raise StoreFull(self.home, free=free) from exc  # aborted: nothing written
                 # an I/O error during commit: we cannot know what is on disk; stop writing
                 self._broken = f"the store at {self.path} failed to commit durably ({exc}); " \
                                "the engine refuses further writes; reopen it to recover"
                 raise DurabilityLost(self._broken) from exc
             except lmdb.Error as exc:
+                if (free := self._full_disk(exc)) is not None:
+                    raise StoreFull(self.home, free=free) from exc
                 raise StoreError(f"store error at {self.path}: {exc}") from exc
+
+    def _full_disk(self, exc: lmdb.Error) -> int | None:
+        """The free bytes of the filesystem if ``exc`` means it is full, else None.
+
+        LMDB reports ENOSPC, or EIO for a short write. A commit that fails writing
+        its pages aborts before the meta page, so the store stays as it was.
+        """
+        st = os.statvfs(self.path)
+        free = st.f_bavail * st.f_frsize
+        text = str(exc)
+        if any(os.strerror(e) in text for e in (errno.ENOSPC, errno.EDQUOT)):
+            return free
+        return free if os.strerror(errno.EIO) in text and free < _LOW_SPACE else None
+
+    def _keep_reserve(self) -> None:
+        """Allocate the reserve file, so that a full disk leaves room to release a run."""
+        try:
+            fd = os.open(self.path / RESERVE, os.O_WRONLY | os.O_CREAT, 0o600)
+        except OSError:
+            return  # no room or no right to keep one: a full disk then may keep the run leased
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except OSError:
+            pass  # the disk is already full: the reserve stays as big as it could be made
+        finally:
+            os.close(fd)
+
+    def spend_reserve(self) -> bool:
+        """Delete the reserve file to give a last small commit room; False if none was kept.
+
+        The next open of the store allocates it again.
+        """
+        try:
+            os.unlink(self.path / RESERVE)
+        except FileNotFoundError:
+            return False
+        return True
 
     def _grow(self, full_at: int) -> None:
         """Double the map, serialized across processes by a lock file."""

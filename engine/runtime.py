@@ -28,11 +28,13 @@ from .errors import (
     RunNotResumable,
     StaleLease,
     StateNotSerializable,
+    StoreFull,
     UnknownFlow,
     UnknownRun,
 )
 from .executor import Cursor, Execution
 from .flow import Flow
+from .full_disk import release_on_full_store
 from .index import FINISHED_STATUSES, WAITING_STATUSES, RunHead
 from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from .policy import Policy
@@ -265,7 +267,12 @@ class Engine:
                        owner=self.owner, policy=Policy.from_dict(head.policy),
                        cursor=self._cursor(head), clock=self.clock, lease_ttl=self.lease_ttl)
         ex.stopping = self.stopping
-        ex.run()
+        try:
+            ex.run()
+        except StoreFull as exc:  # the disk filled up: leave the run resumable by any worker
+            release_on_full_store(self.store, exc, run_id=run_id, owner=self.owner, token=token,
+                                  clock=self.clock, lease_ttl=self.lease_ttl)
+            raise
         return self.get(run_id)
 
     def _cursor(self, head: RunHead) -> Cursor:
