@@ -418,6 +418,7 @@ class LMDBStore:
             self._check_format()
             if self.readonly is None:
                 self.env.reader_check()
+            if self.readonly is None and create:  # a reading open (the CLI's) writes no file
                 self._keep_reserve()
         except BaseException:
             self.close()

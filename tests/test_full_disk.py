@@ -15,7 +15,7 @@ from pathlib import Path
 import bide
 import pytest
 from bide.engine import maintenance
-from bide.engine.lmdb_store import RESERVE, LMDBStore
+from bide.engine.lmdb_store import RESERVE, RESERVE_BYTES, LMDBStore
 from conftest import count_lines
 
 STEPS = 40
@@ -122,3 +122,15 @@ def test_a_full_store_met_inside_a_node_interrupts_the_run_instead_of_failing_it
             engine.start("node-full", run_id="r")
         assert engine.get("r").status == bide.Status.INTERRUPTED
         assert calls == [1]
+
+
+def test_the_reserve_is_kept_by_writing_opens_only(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    bide.open(home).close()
+    reserve = home / "store" / RESERVE
+    assert reserve.stat().st_size == RESERVE_BYTES
+    reserve.unlink()
+    LMDBStore(home, create=False).close()  # what the CLI's reading commands do
+    assert not reserve.exists()
+    bide.open(home).close()
+    assert reserve.exists()
