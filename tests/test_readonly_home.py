@@ -28,7 +28,13 @@ READ_COMMANDS = [
 ]
 WRITE_COMMANDS = [
     ["cancel", "r-waiting"], ["doctor", "--rebuild"], ["prune", "--keep", "1"], ["compact"],
-    ["fork", "r-done", "--version", "1"],
+    ["fork", "r-done", "--version", "1"], ["resume", "r-pending", "--app", "cli_world:FLOWS"],
+    ["recover", "--app", "cli_world:FLOWS"],
+]
+# These write files into the inbox rather than the store: the OS refuses, bide says where.
+INBOX_COMMANDS = [
+    ["approve", "{approval}", "--decision", "approve"],
+    ["watch", "--once", "--app", "cli_world:FLOWS"],
 ]
 
 
@@ -92,6 +98,18 @@ def test_writing_commands_fail_clearly_on_a_read_only_home(ro_home: Path,
     assert result.exit_code == 1, result.output
     assert "is read-only" in result.stderr and "reading works" in result.stderr, result.stderr
     assert "Traceback" not in result.output
+    assert snapshot(ro_home) == before
+
+
+@pytest.mark.parametrize("argv", INBOX_COMMANDS, ids=lambda a: a[0])
+def test_inbox_commands_fail_clearly_on_a_read_only_home(ro_home: Path, argv: list[str]) -> None:
+    with bide.open(ro_home) as engine:
+        approval = engine.get("r-waiting").waiting["approval_id"]
+    before = snapshot(ro_home)
+    result = run(ro_home, *[a.format(approval=approval) for a in argv])
+    assert result.exit_code == 1, result.output
+    assert "cannot write" in result.stderr and "Read-only file system" in result.stderr \
+        or "Permission denied" in result.stderr, result.stderr
     assert snapshot(ro_home) == before
 
 
