@@ -25,14 +25,14 @@ def release_on_full_store(store: Store, exc: StoreFull, *, run_id: str, owner: s
     expires (``lease_ttl`` seconds), then any worker can take it over; a note on
     ``exc`` says so.
     """
-    spend = getattr(store, "spend_reserve", None)
-    if spend is not None:
-        spend()
+    if exc.free is not None:  # the disk, not the store's size limit: the reserve helps
+        store.spend_reserve()
     now = clock()
     try:
         store.commit([
             StatusChanged(run_id=run_id, status="INTERRUPTED", at=now,
-                          reason="the filesystem holding the home is full"),
+                          reason="the store is full" if exc.free is None else
+                          "the filesystem holding the home is full"),
             LeaseReleased(run_id=run_id, owner=owner, token=token, at=now),
         ], fence=(run_id, token))
     except StoreError as again:
