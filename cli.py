@@ -10,6 +10,7 @@ watcher or an app is writing.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -63,6 +64,10 @@ class BideGroup(click.Group):
             _fail(exc, EXIT_NOT_FOUND)
         except BideError as exc:
             _fail(exc, EXIT_BAD_STATE)
+        except OSError as exc:  # a read-only home's inbox, or a directory we may not write
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            _fail(OSError(f"cannot write {exc.filename}: {exc.strerror}"), EXIT_BAD_STATE)
 
 
 def _fail(exc: BaseException, code: int) -> None:

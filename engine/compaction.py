@@ -39,7 +39,7 @@ from typing import Any
 import lmdb
 
 from . import faults, lmdb_store
-from .errors import NotAHome, StoreError
+from .errors import NotAHome, ReadOnlyHome, StoreError
 from .index import DERIVED
 from .lmdb_store import LEASES, LOG, META, LMDBReader
 from .maintenance import DoctorReport, check
@@ -80,6 +80,7 @@ def compact(home: str | os.PathLike[str], *, keep_old: bool = False) -> CompactR
 
     Raises:
         NotAHome: no store there. StoreBusy: a process has it open.
+        ReadOnlyHome: the home cannot be written (nothing was changed).
         CompactFailed: the copy did not verify (nothing was changed).
     """
     home = Path(home)
@@ -87,6 +88,10 @@ def compact(home: str | os.PathLike[str], *, keep_old: bool = False) -> CompactR
     data, lock = store / "data.mdb", store / "lock.mdb"
     if not data.is_file():
         raise NotAHome(home, "no store/data.mdb in it")
+    why = lmdb_store.why_readonly(store) or (
+        None if os.access(home, os.W_OK) else f"no permission to write {home}")
+    if why:
+        raise ReadOnlyHome(home, why)
     _refuse_if_open(store, lock)
     _clean_leftovers(home, data)
     before = data.stat().st_size

@@ -11,7 +11,8 @@
     ├── StoreError                 the store cannot do what was asked
     │   ├── NotAHome               the directory is not a bide home
     │   ├── NewerStore             the store was written by a newer bide
-    │   ├── StoreFull              the size limit was reached (still readable)
+    │   ├── StoreFull              the size limit or the disk is full (still readable)
+    │   ├── ReadOnlyHome           the home cannot be written; reading works
     │   ├── DurabilityLost         an fsync failed: the engine stops
     │   └── StaleLease             a commit with a fencing token that lost its lease
     ├── FlowError                  flow definition or flow/run mismatch
@@ -94,11 +95,35 @@ class NewerStore(StoreError):
 
 
 class StoreFull(StoreError):
-    def __init__(self, path: object, limit: int) -> None:
-        self.path, self.limit = path, limit
+    """The store's size limit (``limit``) or the filesystem holding the home (``free``
+    bytes left) is full. The commit that met it stored nothing; everything before it
+    is intact and readable."""
+
+    def __init__(self, path: object, limit: int | None = None, *,
+                 free: int | None = None) -> None:
+        self.path, self.limit, self.free = path, limit, free
+        if limit is not None:
+            super().__init__(
+                f"the store at {path} reached its size limit of {limit} bytes; it stays "
+                "readable. Prune or compact it, or open it with a larger max_size"
+            )
+            return
         super().__init__(
-            f"the store at {path} reached its size limit of {limit} bytes; it stays readable. "
-            "Prune or compact it, or open it with a larger max_size"
+            f"the filesystem holding the home at {path} is full ({free} bytes free); the "
+            "last commit stored nothing and everything before it is intact. Free some space, "
+            "then resume the run"
+        )
+
+
+class ReadOnlyHome(StoreError):
+    """The home was opened read-only (a read-only mount, or no write permission):
+    every reading call works, every writing one raises this."""
+
+    def __init__(self, path: object, why: str) -> None:
+        self.path, self.why = path, why
+        super().__init__(
+            f"the home at {path} is read-only ({why}); reading works, writing does not. "
+            "Copy it somewhere writable to change it"
         )
 
 

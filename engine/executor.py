@@ -18,8 +18,9 @@ from typing import Any
 from ..formats import Checkpoint, LeaseReleased, PendingWrite, Record, StatusChanged
 from . import faults
 from .approvals import write_request_file
-from .errors import StaleLease
+from .errors import StaleLease, StoreFull
 from .flow import Flow
+from .full_disk import release_on_full_store
 from .offload import off_loop
 from .policy import Policy
 from .state import DEFERRED, Op, fold
@@ -115,6 +116,9 @@ class Execution:
         except asyncio.CancelledError:
             self.interrupted("interrupted (its asyncio task was cancelled)")
             raise
+        except StoreFull as exc:  # the disk filled up: leave the run resumable by any worker
+            release_on_full_store(self.store, exc, self.interrupted, lease_ttl=self.lease_ttl)
+            raise
         finally:
             self._stop.set()
 
@@ -190,7 +194,7 @@ class Execution:
         """Handle a lost lease, a failure or a pause; True if the run stops here."""
         lost = [r for r in results if r.kind == "lost"]
         if lost:
-            raise lost[0].exc  # type: ignore[misc]  # another worker owns the run: write nothing
+            raise lost[0].exc  # type: ignore[misc]  # lease lost or disk full: write nothing
         failed = [r for r in results if r.kind == "fail"]
         if failed:
             self._fail(failed[0].node, failed[0].error or "")

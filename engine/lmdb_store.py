@@ -10,6 +10,7 @@ in this process, and another process must adopt the new size with
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -17,13 +18,21 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import lmdb
 
 from ..formats import Record, decode, encode, unpack_value
 from . import faults
-from .errors import DurabilityLost, NewerStore, NotAHome, StaleLease, StoreError, StoreFull
+from .errors import (
+    DurabilityLost,
+    NewerStore,
+    NotAHome,
+    ReadOnlyHome,
+    StaleLease,
+    StoreError,
+    StoreFull,
+)
 from .index import (
     APPROVALS,
     DERIVED,
@@ -53,7 +62,34 @@ DEFAULT_MAX_SIZE = 1 << 40
 DURABILITIES = ("durable", "fast")
 T = TypeVar("T")
 
-_handles: dict[str, tuple[lmdb.Environment, int, str, int]] = {}
+_TABLES = (LOG, META, LEASES, *DERIVED)
+_OPEN_RETRIES = 100  # lmdb.open racing another process that keeps growing the map
+RESERVE = "disk-full-reserve"  # room kept for the commit that releases a run on a full disk
+RESERVE_BYTES = 256 << 10
+_LOW_SPACE = 1 << 20  # below this, an I/O error during a commit is a full disk (a short write)
+
+
+class _Handle(NamedTuple):
+    """This process's one environment for a store path, shared by every ``LMDBStore`` on it.
+
+    ``dbs`` are opened once, with the environment: py-lmdb's ``open_db()``
+    without a transaction begins a write transaction while holding the GIL, so
+    a thread calling it while another thread of this process holds LMDB's
+    writer lock (and waits for the GIL inside a commit) hangs the process.
+    ``write_lock`` is this process's one writer path: a thread waits for it in
+    Python (the GIL released) before ``begin(write=True)``.
+    """
+
+    env: lmdb.Environment
+    count: int
+    mode: str
+    pid: int
+    dbs: dict[str, Any]
+    write_lock: threading.RLock  # type: ignore[valid-type]
+    readonly: str | None  # why this process cannot write the store, or None
+
+
+_handles: dict[str, _Handle] = {}
 _handles_lock = threading.Lock()
 
 
@@ -110,38 +146,99 @@ class _Gate:
 _gate = _Gate()
 
 
-def _acquire_env(path: Path, durability: str, map_size: int) -> lmdb.Environment:
+def _acquire_env(path: Path, durability: str, map_size: int) -> _Handle:
     """One environment per process and path (LMDB forbids opening it twice)."""
     key = str(path.resolve())
     with _handles_lock:
         found = _handles.get(key)
-        if found is not None and found[3] == os.getpid():
-            env, count, mode, pid = found
-            if mode != durability:
+        if found is not None and found.pid == os.getpid():
+            if found.mode != durability:
                 raise StoreError(
-                    f"{path} is already open in this process with durability={mode!r}; "
+                    f"{path} is already open in this process with durability={found.mode!r}; "
                     f"open it again with the same durability, not {durability!r}"
                 )
-            _handles[key] = (env, count + 1, mode, pid)
-            return env
-        sync = durability == "durable"
-        env = lmdb.open(
-            key, map_size=map_size, subdir=True, max_dbs=len(DERIVED) + 4, sync=sync,
-            metasync=sync, readahead=False, max_readers=256, mode=PRIVATE_FILE,
-        )
-        _handles[key] = (env, 1, durability, os.getpid())
-        return env
+            _handles[key] = found = found._replace(count=found.count + 1)
+            return found
+        readonly = why_readonly(path)
+        env = _open_env(key, durability, map_size, readonly=readonly is not None)
+        try:
+            dbs = _open_dbs(env, readonly=readonly is not None)
+        except BaseException:
+            env.close()
+            raise
+        _handles[key] = found = _Handle(env, 1, durability, os.getpid(), dbs, threading.RLock(),
+                                        readonly)
+        return found
+
+
+def why_readonly(path: Path) -> str | None:
+    """Why this process cannot write the store at ``path`` (None: it can).
+
+    ``os.access`` answers for a read-only mount even as root (who ignores modes).
+    """
+    if os.statvfs(path).f_flag & os.ST_RDONLY:
+        return "its file system is mounted read-only"
+    for p in (path, path / "data.mdb", path / "lock.mdb"):
+        if p.exists() and not os.access(p, os.W_OK):
+            return f"no permission to write {p}"
+    return None
+
+
+def _open_env(key: str, durability: str, map_size: int, *,
+              readonly: bool) -> lmdb.Environment:
+    """``lmdb.open``, retried while another process grows the map under it.
+
+    py-lmdb's open reads the map size, then begins a transaction: a process
+    growing the map in between makes that begin fail with ``MapResizedError``.
+    Opening again reads the new size. A read-only store is opened without
+    LMDB's lock file (it cannot be written): reads are then not protected
+    against a process writing the same files meanwhile, which a read-only
+    mount or a copy never has.
+    """
+    sync = durability == "durable"
+    for _ in range(_OPEN_RETRIES):
+        try:
+            if readonly:
+                return lmdb.open(key, map_size=map_size, subdir=True, max_dbs=len(DERIVED) + 4,
+                                 readonly=True, lock=False, readahead=False)
+            return lmdb.open(
+                key, map_size=map_size, subdir=True, max_dbs=len(DERIVED) + 4, sync=sync,
+                metasync=sync, readahead=False, max_readers=256, mode=PRIVATE_FILE,
+            )
+        except lmdb.MapResizedError:
+            continue  # the other process grew the map between our two steps; read it again
+    raise StoreError(f"could not open {key}: the map kept growing under {_OPEN_RETRIES} tries")
+
+
+def _open_dbs(env: lmdb.Environment, *, readonly: bool) -> dict[str, Any]:
+    """Open (creating) every named database in ONE explicit write transaction.
+
+    Called only while the environment is new to this process, so no other
+    thread of this process can hold its writer lock.
+    """
+    if readonly:  # py-lmdb begins a read-only transaction here: no writer lock to wait for
+        try:
+            return {name: env.open_db(name.encode(), create=False) for name in _TABLES}
+        except lmdb.NotFoundError:
+            raise StoreError(f"{env.path()} is read-only and lacks a table this bide "
+                             "needs; open it once where it is writable") from None
+    while True:
+        try:
+            with env.begin(write=True) as txn:
+                return {name: env.open_db(name.encode(), txn=txn) for name in _TABLES}
+        except lmdb.MapResizedError:
+            env.set_mapsize(0)  # no other transaction of ours exists on this new env
 
 
 def _release_env(path: Path) -> None:
     key = str(path.resolve())
     with _handles_lock:
-        env, count, mode, pid = _handles[key]
-        if count > 1:
-            _handles[key] = (env, count - 1, mode, pid)
+        found = _handles[key]
+        if found.count > 1:
+            _handles[key] = found._replace(count=found.count - 1)
             return
         del _handles[key]
-    env.close()
+    found.env.close()
 
 
 class TxnTables:
@@ -278,11 +375,12 @@ def _is_home(path: Path) -> bool:
 
 
 def _ours(p: Path) -> bool:
-    """What creating a home makes first (a crash while creating it can leave these)."""
+    """What creating a home makes first (a crash while creating it, or another thread
+    or process creating it right now, can leave these)."""
     if p.name in ("inbox", "requests"):
         return True
     return p.name == "store" and p.is_dir() and all(
-        c.name in ("lock.mdb", "grow.lock") for c in p.iterdir())
+        c.name in ("lock.mdb", "data.mdb", "grow.lock", RESERVE) for c in p.iterdir())
 
 
 def _private_opener(path: str, flags: int) -> int:
@@ -297,7 +395,7 @@ def _check_home(path: Path, create: bool) -> None:
     if not create:
         raise NotAHome(path, "no store/data.mdb in it (run `bide demo` or open it from Python "
                        "to create a home)")
-    if path.exists() and not all(_ours(p) for p in path.iterdir()):
+    if path.exists() and not all(_ours(p) for p in path.iterdir()) and not _is_home(path):
         raise NotAHome(path, "the directory exists, is not empty and has no store/ in it; "
                        "bide will not write into a directory it did not create")
 
@@ -324,24 +422,21 @@ class LMDBStore:
         self.durability, self.max_size, self.clock = durability, max_size, clock
         self._pid = os.getpid()
         self._broken: str | None = None
-        self.env = _acquire_env(self.path, durability, map_size)
+        handle = _acquire_env(self.path, durability, map_size)
+        self.env, self.dbs, self._write_lock = handle.env, handle.dbs, handle.write_lock
+        self.readonly = handle.readonly
         self._closed = False
         try:
-            self.dbs = {name: self._open_db(name) for name in (LOG, META, LEASES, *DERIVED)}
             self._check_format()
-            self.env.reader_check()
+            if self.readonly is None:
+                self.env.reader_check()
+            if self.readonly is None and create:  # a reading open (the CLI's) writes no file
+                self._keep_reserve()
         except BaseException:
             self.close()
             raise
 
     # -- lifecycle ---------------------------------------------------------
-    def _open_db(self, name: str) -> Any:
-        while True:
-            try:
-                return self.env.open_db(name.encode())
-            except lmdb.MapResizedError:
-                self._adopt_map_size()
-
     def _adopt_map_size(self) -> None:
         """Another process grew the map; adopt its size (cancels this process's txns)."""
         with _gate.exclusive():
@@ -368,6 +463,8 @@ class LMDBStore:
             raw = r.txn.get(b"format", db=self.dbs[META])
         if raw is not None and int(raw) == STORE_FORMAT:
             return
+        if raw is None and self.readonly is not None:
+            raise NotAHome(self.home, f"its store was never initialized and {self.readonly}")
         self._write(check)
 
     def _add_index_checksums(self, txn: lmdb.Transaction) -> None:
@@ -511,6 +608,8 @@ class LMDBStore:
             raise StoreError(f"the store at {self.path} is closed")
         if os.getpid() != self._pid:
             raise StoreError("this store was opened before fork(); open it again in the child")
+        if write and self.readonly is not None:
+            raise ReadOnlyHome(self.home, self.readonly)
         if write and self._broken:
             raise DurabilityLost(self._broken)
 
@@ -519,19 +618,61 @@ class LMDBStore:
         self._guard(write=True)
         while True:
             try:
-                with _gate.shared(), self.env.begin(write=True, buffers=False) as txn:
+                with _gate.shared(), self._write_lock, \
+                        self.env.begin(write=True, buffers=False) as txn:
                     return body(txn)
             except lmdb.MapFullError:
                 self._grow(self.env.info()["map_size"])
             except lmdb.MapResizedError:
                 self._adopt_map_size()
             except (lmdb.DiskError, lmdb.PanicError, lmdb.CorruptedError) as exc:
+                if (free := self._full_disk(exc)) is not None:
+                    raise StoreFull(self.home, free=free) from exc  # aborted: nothing written
                 # an I/O error during commit: we cannot know what is on disk; stop writing
                 self._broken = f"the store at {self.path} failed to commit durably ({exc}); " \
                                "the engine refuses further writes; reopen it to recover"
                 raise DurabilityLost(self._broken) from exc
             except lmdb.Error as exc:
+                if (free := self._full_disk(exc)) is not None:
+                    raise StoreFull(self.home, free=free) from exc
                 raise StoreError(f"store error at {self.path}: {exc}") from exc
+
+    def _full_disk(self, exc: lmdb.Error) -> int | None:
+        """The free bytes of the filesystem if ``exc`` means it is full, else None.
+
+        LMDB reports ENOSPC, or EIO for a short write. A commit that fails writing
+        its pages aborts before the meta page, so the store stays as it was.
+        """
+        st = os.statvfs(self.path)
+        free = st.f_bavail * st.f_frsize
+        text = str(exc)
+        if any(os.strerror(e) in text for e in (errno.ENOSPC, errno.EDQUOT)):
+            return free
+        return free if os.strerror(errno.EIO) in text and free < _LOW_SPACE else None
+
+    def _keep_reserve(self) -> None:
+        """Allocate the reserve file, so that a full disk leaves room to release a run."""
+        try:
+            fd = os.open(self.path / RESERVE, os.O_WRONLY | os.O_CREAT, 0o600)
+        except OSError:
+            return  # no room or no right to keep one: a full disk then may keep the run leased
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except OSError:
+            pass  # the disk is already full: the reserve stays as big as it could be made
+        finally:
+            os.close(fd)
+
+    def spend_reserve(self) -> bool:
+        """Delete the reserve file to give a last small commit room; False if none was kept.
+
+        The next open of the store allocates it again.
+        """
+        try:
+            os.unlink(self.path / RESERVE)
+        except FileNotFoundError:
+            return False
+        return True
 
     def _grow(self, full_at: int) -> None:
         """Double the map, serialized across processes by a lock file."""
@@ -565,4 +706,4 @@ class LMDBStore:
 
     def reader_check(self) -> int:
         """Clear reader slots left by dead processes (they pin old pages)."""
-        return self.env.reader_check()
+        return 0 if self.readonly is not None else self.env.reader_check()

@@ -70,7 +70,7 @@ class Engine:
         self.home = Path(home)
         self.store = LMDBStore(self.home, durability=durability, create=create,
                                map_size=map_size, max_size=max_size, clock=clock)
-        if create:  # a reading open (the CLI's) changes nothing on disk
+        if create and self.store.readonly is None:  # a reading open changes nothing on disk
             for sub in ("inbox", "requests"):
                 private_dir(self.home / sub)
         self.durability = durability

@@ -104,6 +104,9 @@ class Store(Protocol):
     def reader(self) -> AbstractContextManager[Reader]:
         """A read snapshot; usable while other processes write."""
 
+    def spend_reserve(self) -> bool:
+        """Free the room kept for a last small commit on a full disk; False if none."""
+
     def close(self) -> None: ...
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..formats import PendingWrite
 from . import faults
 from .context import NodeContext
-from .errors import Nondeterminism, Paused, StaleLease, StateNotSerializable
+from .errors import Nondeterminism, Paused, StaleLease, StateNotSerializable, StoreFull
 from .offload import off_loop, run_coroutine
 from .state import Op, to_ops
 
@@ -162,7 +162,7 @@ def _stopped(task: str, name: str, exc: BaseException, attempt: int, retries: in
              ) -> TaskResult | None:
     if isinstance(exc, Paused):
         return TaskResult(task, name, "pause", pause=exc)
-    if isinstance(exc, StaleLease):
+    if isinstance(exc, (StaleLease, StoreFull)):  # not the node's fault: stop, write nothing
         return TaskResult(task, name, "lost", exc=exc)
     if not isinstance(exc, Exception):
         raise exc  # KeyboardInterrupt, SystemExit: not ours to turn into a failure

@@ -33,3 +33,8 @@ def test_record_errors_are_exported_under_record_error():
     for cls in (bide.CorruptRecord, bide.CorruptIndex, bide.NewerSchema):
         assert issubclass(cls, bide.RecordError) and issubclass(cls, bide.BideError)
     assert issubclass(bide.StateNotSerializable, bide.NotSerializable)
+
+
+def test_store_errors_are_exported_under_store_error():
+    for name in ("ReadOnlyHome", "StoreFull", "DurabilityLost", "NotAHome"):
+        assert name in bide.__all__ and issubclass(getattr(bide, name), bide.StoreError)

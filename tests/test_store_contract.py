@@ -5,10 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import lmdb
 import pytest
+from bide.engine import lmdb_store
 from bide.engine.errors import NewerStore, NotAHome, StaleLease, StoreFull
 from bide.engine.lmdb_store import LMDBStore
 from bide.formats import LeaseAcquired, PendingWrite, RunCreated, StatusChanged
@@ -187,6 +189,61 @@ def test_two_processes_grow_the_map_while_writing(tmp_path):
         with store.reader() as r:
             assert r.last_seq() == 301
             assert sorted(h.records for h in r.heads()) == [151, 151]
+    finally:
+        store.close()
+
+
+def test_a_home_another_process_is_creating_is_not_refused(tmp_path, monkeypatch):
+    """Between "is there a store/data.mdb?" and "is everything here ours?", another
+    process may finish creating the home: its data.mdb must not make it foreign."""
+    home = tmp_path / "home"
+    LMDBStore(home).close()
+    looks = []
+
+    def not_yet_then_real(path):
+        looks.append(path)
+        return len(looks) > 1 and (path / "store" / "data.mdb").is_file()
+
+    monkeypatch.setattr(lmdb_store, "_is_home", not_yet_then_real)
+    LMDBStore(home).close()
+
+
+@pytest.mark.slow
+def test_processes_creating_one_home_at_once_all_open_it(tmp_path):
+    opener = textwrap.dedent("""
+        import sys, time
+        from bide.engine.lmdb_store import LMDBStore
+        while time.time() < float(sys.argv[2]):
+            pass
+        LMDBStore(sys.argv[1]).close()
+    """)
+    for trial in range(10):
+        home, start = tmp_path / f"h{trial}", time.time() + 1.0
+        procs = [subprocess.Popen([sys.executable, "-c", opener, str(home), str(start)],
+                                  stderr=subprocess.PIPE, text=True) for _ in range(6)]
+        errors = [p.communicate(timeout=60)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0] * 6, errors
+
+
+def test_open_retries_when_another_process_grew_the_map_during_it(tmp_path, monkeypatch):
+    """py-lmdb's open reads the map size, then begins a transaction: a process that
+    grows the map in between makes that begin fail (``MapResizedError`` out of
+    ``lmdb.open``, about 1 run in 10 of the test above). Opening again reads the new size."""
+    home = tmp_path / "home"
+    LMDBStore(home, durability="fast").close()
+    real_open, calls = lmdb.open, []
+
+    def open_racing_a_grower(*args, **kwargs):
+        calls.append(args)
+        if len(calls) <= 2:
+            raise lmdb.MapResizedError("mdb_txn_begin: MDB_MAP_RESIZED")
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(lmdb, "open", open_racing_a_grower)
+    store = LMDBStore(home, durability="fast")
+    try:
+        store.commit([RunCreated(run_id="r", flow="f")])
+        assert len(calls) == 3
     finally:
         store.close()
 
