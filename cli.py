@@ -569,7 +569,7 @@ def _json_arg(text: str) -> Any:
 @click.option("--input", "input_json", default="{}", help="The run's input, as a JSON object.")
 @click.option("--run-id", type=RUN_ID, help="The run id (generated when absent).")
 @click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
-              help="Where the flow is defined (a Flow or a list of Flows).")
+              help="Where the flow is defined (a Flow, or a list or tuple of Flows).")
 def submit(flow_name: str, home: Path, input_json: str, run_id: str | None,
            apps: tuple[str, ...]) -> None:
     """Record a PENDING run and return at once; `bide watch` runs it."""
@@ -586,7 +586,7 @@ def submit(flow_name: str, home: Path, input_json: str, run_id: str | None,
 @click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME", default=".bide",
               show_default=True, help="The bide home directory (created if missing).")
 @click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
-              help="Flows to run (a Flow or a list of Flows); repeat for more.")
+              help="Flows to run (a Flow, or a list or tuple of Flows); repeat for more.")
 @click.option("--once", is_flag=True, help="Process what is there now, then exit.")
 @click.option("--poll", is_flag=True, help="Poll the inbox (filesystems without events).")
 @click.option("--max-orphan-age", default="24h", show_default=True,
