@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,6 +47,7 @@ from .engine.render import (
     table,
     to_json,
 )
+from .engine.runtime import check_run_id
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -96,6 +97,22 @@ def _out(as_json: bool, data: Any, human: Callable[[], str]) -> None:
     click.echo(to_json(data) if as_json else human())
 
 
+class RunId(click.ParamType):
+    """A run id, checked by the engine's own rule (``check_run_id``) before anything runs."""
+
+    name = "RUN"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
+        try:
+            return check_run_id(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+RUN_ID = RunId()
+
+
 def _age_option(value: str | None) -> float | None:
     if value is None:
         return None
@@ -135,7 +152,7 @@ def runs(home: Path, as_json: bool, status: str | None, flow: str | None,
 
 @main.command()
 @common_options
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=RUN_ID)
 def show(home: Path, as_json: bool, run_id: str) -> None:
     """A run's snapshot: status, version, what it waits on, its pending writes."""
     doc = inspect.show(_engine(home), run_id)
@@ -174,7 +191,7 @@ def _show_text(d: dict[str, Any], now: float) -> str:
 
 @main.command()
 @common_options
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=RUN_ID)
 def log(home: Path, as_json: bool, run_id: str) -> None:
     """The run's timeline: every record in order, with sizes (JSON lines with --json)."""
     entries = inspect.log(_engine(home), run_id)
@@ -190,7 +207,7 @@ def log(home: Path, as_json: bool, run_id: str) -> None:
 
 @main.command()
 @common_options
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=RUN_ID)
 def checkpoints(home: Path, as_json: bool, run_id: str) -> None:
     """The run's checkpoints: version, superstep, status, committed nodes, bytes."""
     rows = inspect.checkpoints(_engine(home), run_id)
@@ -204,7 +221,7 @@ def checkpoints(home: Path, as_json: bool, run_id: str) -> None:
 
 @main.command()
 @common_options
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=RUN_ID)
 @click.option("--version", "version", type=int, help="A checkpoint's state_version "
               "(default: the latest).")
 @click.option("--key", help="Print only this state key's value.")
@@ -226,7 +243,7 @@ def state(home: Path, as_json: bool, run_id: str, version: int | None, key: str 
 
 @main.command()
 @common_options
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=RUN_ID)
 @click.argument("v1", type=int)
 @click.argument("v2", type=int)
 def diff(home: Path, as_json: bool, run_id: str, v1: int, v2: int) -> None:
@@ -243,7 +260,7 @@ def diff(home: Path, as_json: bool, run_id: str, v1: int, v2: int) -> None:
 
 @main.command()
 @common_options
-@click.argument("run_id", metavar="[RUN]", required=False)
+@click.argument("run_id", metavar="[RUN]", type=RUN_ID, required=False)
 @click.option("--unknown", is_flag=True, help="Only calls in doubt (prepared with no outcome, "
               "or waiting for a human), across all runs unless RUN is given.")
 def intents(home: Path, as_json: bool, run_id: str | None, unknown: bool) -> None:
@@ -280,12 +297,16 @@ def _outcome(i: dict[str, Any]) -> str:
 # -- acting on runs ---------------------------------------------------------------------
 def app_option(fn: F) -> F:
     return click.option("--app", "app", required=True, metavar="MODULE:ATTR",
-                        help="Where the flows are: a Flow, a list of Flows, or a function "
-                             "returning them (imported from the current directory too).")(fn)
+                        help="Where the flows are: a Flow, or a list or tuple of Flows "
+                             "(imported from the current directory too).")(fn)
 
 
 def load_flows(spec: str) -> list[Flow]:
-    """Import ``MODULE:ATTR`` and return the flows it names."""
+    """Import ``MODULE:ATTR`` and return the flows it names.
+
+    ATTR must hold a Flow, or a list or tuple of Flows. Nothing found there is
+    called: ``--app myapp:send_email`` must not send an email.
+    """
     module, _, attr = spec.partition(":")
     if not module or not attr:
         raise click.BadParameter(f"{spec!r} is not MODULE:ATTR", param_hint="--app")
@@ -297,19 +318,31 @@ def load_flows(spec: str) -> list[Flow]:
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
         raise click.BadParameter(f"cannot load {spec!r}: {exc}", param_hint="--app") from None
-    if callable(obj) and not isinstance(obj, Flow):
-        obj = obj()
-    flows = [obj] if isinstance(obj, Flow) else list(obj) if isinstance(obj, Iterable) else []
-    if not flows or not all(isinstance(f, Flow) for f in flows):
-        raise click.BadParameter(f"{spec!r} is not a Flow or a list of Flows",
-                                 param_hint="--app")
-    return flows
+    if isinstance(obj, Flow):
+        return [obj]
+    if isinstance(obj, (list, tuple)) and obj and all(isinstance(f, Flow) for f in obj):
+        return list(obj)
+    raise click.BadParameter(f"{spec!r} is {_what(obj)}, not a Flow or a list or tuple of "
+                             "Flows", param_hint="--app")
+
+
+def _what(obj: Any) -> str:
+    """What ``--app`` found instead of flows, in a few words: ``the function app.effect``."""
+    if isinstance(obj, (list, tuple)):
+        if not obj:
+            return f"an empty {type(obj).__name__}"
+        at, bad = next((i, f) for i, f in enumerate(obj) if not isinstance(f, Flow))
+        return f"a {type(obj).__name__} whose item {at} is {_what(bad)}"
+    name = getattr(obj, "__qualname__", None)
+    if isinstance(name, str):
+        return f"the {type(obj).__name__} {getattr(obj, '__module__', '?')}.{name}"
+    return f"of type {type(obj).__name__} ({clip(repr(obj), 40)})"
 
 
 @main.command()
 @common_options
 @app_option
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=RUN_ID)
 def resume(home: Path, as_json: bool, app: str, run_id: str) -> None:
     """Continue a run from its latest checkpoint, in this process. Exit 1 if it fails."""
     flows = load_flows(app)
@@ -365,7 +398,7 @@ def recover(home: Path, as_json: bool, app: str, max_age: str, max_attempts: int
 
 @main.command()
 @common_options
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=RUN_ID)
 @click.option("--reason", help="Why (recorded with the cancellation).")
 def cancel(home: Path, as_json: bool, run_id: str, reason: str | None) -> None:
     """Stop a run for good. Its records are kept; a worker holding it is fenced out."""
@@ -377,10 +410,11 @@ def cancel(home: Path, as_json: bool, run_id: str, reason: str | None) -> None:
 
 @main.command()
 @common_options
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=RUN_ID)
 @click.option("--version", "version", type=int, required=True,
               help="The checkpoint's state_version to start from.")
-@click.option("--as", "new_id", metavar="NEW", help="The new run's id (default: RUN-fork-xxxxxx).")
+@click.option("--as", "new_id", metavar="NEW", type=RUN_ID,
+              help="The new run's id (default: RUN-fork-xxxxxx).")
 def fork(home: Path, as_json: bool, run_id: str, version: int, new_id: str | None) -> None:
     """Start a new run from the state of RUN at --version (time travel). It is PENDING."""
     try:
@@ -462,7 +496,7 @@ def compact(home: Path, as_json: bool, keep_old: bool) -> None:
 
 @main.command()
 @common_options
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=RUN_ID)
 @click.option("--format", "fmt", type=click.Choice(["json"]), default="json", show_default=True)
 @click.option("-o", "--output", type=click.File("w"), default="-", help="Write here (default: "
               "stdout).")
@@ -573,9 +607,9 @@ def _json_arg(text: str) -> Any:
 @click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME", default=".bide",
               show_default=True, help="The bide home directory (created if missing).")
 @click.option("--input", "input_json", default="{}", help="The run's input, as a JSON object.")
-@click.option("--run-id", help="The run id (generated when absent).")
+@click.option("--run-id", type=RUN_ID, help="The run id (generated when absent).")
 @click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
-              help="Where the flow is defined (a Flow or a list of Flows).")
+              help="Where the flow is defined (a Flow, or a list or tuple of Flows).")
 def submit(flow_name: str, home: Path, input_json: str, run_id: str | None,
            apps: tuple[str, ...]) -> None:
     """Record a PENDING run and return at once; `bide watch` runs it."""
@@ -592,7 +626,7 @@ def submit(flow_name: str, home: Path, input_json: str, run_id: str | None,
 @click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME", default=".bide",
               show_default=True, help="The bide home directory (created if missing).")
 @click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
-              help="Flows to run (a Flow or a list of Flows); repeat for more.")
+              help="Flows to run (a Flow, or a list or tuple of Flows); repeat for more.")
 @click.option("--once", is_flag=True, help="Process what is there now, then exit.")
 @click.option("--poll", is_flag=True, help="Poll the inbox (filesystems without events).")
 @click.option("--max-orphan-age", default="24h", show_default=True,

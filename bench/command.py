@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
+from ..engine.render import to_json
 from . import report, suite
 
 
@@ -51,7 +51,7 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     click.echo(report.render(results))
     click.echo(f"\n{results['meta']['seconds']:.1f} s", err=True)
     if json_path is not None:
-        json_path.write_text(json.dumps(results, indent=1, default=str) + "\n")
+        json_path.write_text(to_json(results, indent=1) + "\n")
         click.echo(f"wrote {json_path}", err=True)
     if plot_path is not None:
         report.plot(results, str(plot_path))

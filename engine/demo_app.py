@@ -1,7 +1,8 @@
 """The incident flow that ``bide demo`` runs (also ``--app bide.engine.demo_app:flow``).
 
-Side effects are appended to ``<home>/demo-effects.log``, outside the store, so
-the demo can prove from the world what ran once and what ran again.
+Side effects are appended to the file named by ``$BIDE_DEMO_EFFECTS`` (the demo
+sets ``<home>/demo-effects/<run>.log``), outside the store, so the demo can prove
+from the world what ran once and what ran again.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ def apply_patch(state, ctx):
 
 if __name__ == "__main__":  # python -m bide.engine.demo_app HOME start|resume RUN_ID
     home, action, run_id = sys.argv[1:4]
+    effects = Path(home) / "demo-effects" / f"{run_id}.log"
+    if "BIDE_DEMO_EFFECTS" not in os.environ:
+        effects.parent.mkdir(parents=True, exist_ok=True)
+        os.environ["BIDE_DEMO_EFFECTS"] = str(effects)
     with bide.open(home) as engine:
         engine.register(flow)
         if action == "start":

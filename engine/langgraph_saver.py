@@ -27,7 +27,7 @@ import functools
 import os
 import random
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -40,12 +40,14 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
     SerializerProtocol,
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
 
-from .errors import StoreError
+from .errors import CorruptRecord, StoreError
 from .langgraph_store import Stored, Threads
 from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 
@@ -90,6 +92,11 @@ def _where(config: RunnableConfig) -> tuple[str, str]:
     if "\x00" in thread or "\x00" in ns:
         raise ValueError(f"thread_id and checkpoint_ns may not contain NUL: {thread!r} {ns!r}")
     return thread, ns
+
+
+def _checkpoint_id(config: RunnableConfig) -> str | None:
+    """The config's checkpoint id; an empty one means "the latest", as in LangGraph's savers."""
+    return get_checkpoint_id(config) or None
 
 
 def _take(items: Iterator[Any], n: int) -> list[Any]:
@@ -202,7 +209,7 @@ class BideSaver(BaseCheckpointSaver[str]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the thread's latest; None if there is none."""
         thread, ns = _where(config)
-        checkpoint_id = get_checkpoint_id(config)
+        checkpoint_id = _checkpoint_id(config)
         stored = self.threads.get(thread, ns, checkpoint_id)
         if stored is None:
             return None
@@ -226,9 +233,9 @@ class BideSaver(BaseCheckpointSaver[str]):
             thread = str(config["configurable"]["thread_id"])
             raw_ns = config["configurable"].get("checkpoint_ns")
             ns = None if raw_ns is None else str(raw_ns)
-            checkpoint_id = get_checkpoint_id(config)
+            checkpoint_id = _checkpoint_id(config)
         keys = self.threads.keys(thread, ns, checkpoint_id,
-                                 get_checkpoint_id(before) if before else None)
+                                 _checkpoint_id(before) if before else None)
         keep = None
         if filter:
             def keep(rec: Any) -> bool:
@@ -240,6 +247,64 @@ class BideSaver(BaseCheckpointSaver[str]):
             count += 1
             if limit is not None and count >= limit:
                 return
+
+    def get_delta_channel_history(self, *, config: RunnableConfig,
+                                  channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        """Per channel: the writes on the parent chain above ``config``'s checkpoint, oldest
+        first, down to the nearest ancestor that stores the channel's value (its ``seed``).
+
+        The base class's walk, with one difference: a parent chain that loops (a
+        checkpoint put again under a descendant) raises instead of running forever.
+
+        Raises:
+            CorruptRecord: the chain reaches a checkpoint it has already passed.
+        """
+        if not channels:
+            return {}
+        writes: dict[str, list[PendingWrite]] = {ch: [] for ch in channels}
+        seeds: dict[str, Any] = {}
+        remaining = set(channels)
+        for tup in self._ancestors(config):
+            for write in reversed(tup.pending_writes or []):
+                if write[1] in remaining:
+                    writes[write[1]].append(write)
+            values = tup.checkpoint["channel_values"]
+            for ch in [ch for ch in remaining if ch in values]:
+                seeds[ch] = values[ch]
+                remaining.discard(ch)
+            if not remaining:
+                break
+        result: dict[str, DeltaChannelHistory] = {}
+        for ch in channels:
+            result[ch] = {"writes": writes[ch][::-1]}
+            if ch in seeds:
+                result[ch]["seed"] = seeds[ch]
+        return result
+
+    def _ancestors(self, config: RunnableConfig) -> Iterator[CheckpointTuple]:
+        """The checkpoints above ``config``'s, nearest first, each once."""
+        target = self.get_tuple(config)
+        if target is None:
+            return
+        start = target.config["configurable"]
+        path = [start["checkpoint_id"]]
+        seen = set(path)
+        cursor = target.parent_config
+        while cursor is not None:
+            checkpoint_id = cursor["configurable"]["checkpoint_id"]
+            if checkpoint_id in seen:
+                shown = path if len(path) <= 8 else [*path[:4], "...", *path[-3:]]
+                raise CorruptRecord(
+                    (start["thread_id"], start["checkpoint_ns"], checkpoint_id),
+                    f"the parent chain of checkpoint {path[0]} loops back to {checkpoint_id}: "
+                    + " -> ".join([*shown, checkpoint_id]))
+            path.append(checkpoint_id)
+            seen.add(checkpoint_id)
+            tup = self.get_tuple(cursor)
+            if tup is None:
+                return
+            yield tup
+            cursor = tup.parent_config
 
     def delete_thread(self, thread_id: str) -> None:
         """Remove every checkpoint, write and value of the thread (all namespaces)."""
@@ -313,6 +378,13 @@ class BideSaver(BaseCheckpointSaver[str]):
                 yield item
             if len(batch) < _BATCH:
                 return
+
+    async def aget_delta_channel_history(
+            self, *, config: RunnableConfig,
+            channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        """Async ``get_delta_channel_history``."""
+        return await self._call(self.get_delta_channel_history, config=config,
+                                channels=channels)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async ``delete_thread``."""

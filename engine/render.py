@@ -7,6 +7,8 @@ human output is testable without a store.
 from __future__ import annotations
 
 import json
+import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -139,13 +141,34 @@ def fields(pairs: Sequence[tuple[str, Any]]) -> str:
 
 
 def to_json(value: Any, *, indent: int | None = 2) -> str:
-    """JSON for ``--json`` output: stable key order as given, non-ASCII kept."""
-    return json.dumps(value, indent=indent, ensure_ascii=False, default=_fallback)
+    """JSON for ``--json`` output: stable key order as given, non-ASCII kept.
+
+    Strict JSON, always: a float that is not finite (which ``json.dumps`` would
+    print as a bare ``NaN``/``Infinity`` that strict parsers refuse) becomes the
+    string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, in values and keys alike.
+    """
+    return json.dumps(_finite(value), indent=indent, ensure_ascii=False, allow_nan=False,
+                      default=_fallback)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by its name (see ``to_json``)."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {_finite(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _fallback(value: Any) -> Any:
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
+    if isinstance(value, (set, frozenset)):
+        return _finite(list(value))
     return repr(value)

@@ -78,9 +78,6 @@ def bill(state, ctx):
 FLOWS = [steps, boom, ask, pay]
 
 
-def flows_factory() -> list[bide.Flow]:
-    return FLOWS
-
 # Run ids by the status they are left in.
 RUNS = {
     "DONE": "r-done",

@@ -55,7 +55,11 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     result = CliRunner().invoke(bench, ["all", "--quick", "--json", str(out)])
     assert result.exit_code == 0, result.output
     assert "Targets" in result.output
-    return json.loads(out.read_text())
+    return json.loads(out.read_text(), parse_constant=_refuse)  # strict JSON, like --json
+
+
+def _refuse(name: str) -> None:
+    raise ValueError(f"bare {name} in the bench's JSON")
 
 
 def test_quick_covers_every_workload_and_policy(quick_results: dict) -> None:

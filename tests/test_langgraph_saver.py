@@ -610,3 +610,88 @@ def test_every_checkpoint_of_a_changing_list_reads_back_exactly(tmp_path_factory
             assert saver.get_tuple(config("p", cid)).checkpoint["channel_values"] == \
                 {"items": want}
         assert_indexes_match_log(saver.threads.store)
+
+
+# -- issue 11, item 17: where BideSaver differed from LangGraph's own savers ----------------
+def _put_with_id(saver: Any, thread: str, checkpoint_id: str, parent: str | None,
+                 values: dict[str, Any], writes: list[tuple[str, Any]] = ()) -> None:
+    cp = empty_checkpoint()
+    cp["id"] = checkpoint_id
+    cp["channel_values"] = values
+    cp["channel_versions"] = {k: saver.get_next_version(None, None) for k in values}
+    saver.put(config(thread, parent), cp, {"source": "loop", "step": 0}, cp["channel_versions"])
+    if writes:
+        saver.put_writes(config(thread, checkpoint_id), list(writes), f"task-{checkpoint_id}")
+
+
+def test_an_empty_checkpoint_id_reads_the_latest_like_langgraphs_savers(saver: BideSaver):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    memory = InMemorySaver()
+    for s in (saver, memory):
+        _put_with_id(s, "t", "1f0a-1", None, {"n": 1})
+        _put_with_id(s, "t", "1f0a-2", "1f0a-1", {"n": 2})
+    for s in (memory, saver):  # the reference first: this is what LangGraph's savers do
+        empty = config("t", "")
+        latest = s.get_tuple(empty)
+        assert latest is not None, type(s).__name__
+        assert latest.config["configurable"]["checkpoint_id"] == "1f0a-2"
+        assert latest.checkpoint["channel_values"] == {"n": 2}
+        assert [t.config["configurable"]["checkpoint_id"] for t in s.list(empty)] == [
+            "1f0a-2", "1f0a-1"]
+        assert [t.checkpoint["id"] for t in s.list(config("t"), before=empty)] == [
+            "1f0a-2", "1f0a-1"]
+    assert asyncio.run(saver.aget_tuple(config("t", ""))).checkpoint["id"] == "1f0a-2"
+
+
+def _delta_history_within(call: Any, seconds: float = 10) -> Any:
+    """Run ``call`` on a thread; fail (not hang) if it does not return in time."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the test thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="delta-history", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), "the parent-chain walk did not end: it loops"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def test_the_delta_history_walk_follows_parents_like_the_base_class(saver: BideSaver):
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    _put_with_id(saver, "t", "1f0b-1", None, {"log": ["a"]}, [("log", "b")])
+    _put_with_id(saver, "t", "1f0b-2", "1f0b-1", {}, [("log", "c"), ("other", 1)])
+    _put_with_id(saver, "t", "1f0b-3", "1f0b-2", {}, [("log", "pending")])
+    target = config("t", "1f0b-3")
+    ours = _delta_history_within(
+        lambda: saver.get_delta_channel_history(config=target, channels=["log", "none"]))
+    base = BaseCheckpointSaver.get_delta_channel_history(saver, config=target,
+                                                         channels=["log", "none"])
+    assert ours == base
+    assert ours["log"]["seed"] == ["a"]
+    assert [w[1:] for w in ours["log"]["writes"]] == [("log", "b"), ("log", "c")]
+    assert ours["none"] == {"writes": []}
+    assert asyncio.run(saver.aget_delta_channel_history(config=target, channels=["log"])) == {
+        "log": ours["log"]}
+
+
+def test_a_cycle_in_the_parent_chain_is_reported_not_walked_forever(saver: BideSaver):
+    from bide import CorruptRecord
+
+    _put_with_id(saver, "t", "1f0c-1", None, {}, [("log", "x")])
+    _put_with_id(saver, "t", "1f0c-2", "1f0c-1", {}, [("log", "y")])
+    _put_with_id(saver, "t", "1f0c-1", "1f0c-2", {}, [("log", "x")])  # put again: a loop
+    target = config("t", "1f0c-2")
+    with pytest.raises(CorruptRecord, match="1f0c-2.*loops|loops.*1f0c-2"):
+        _delta_history_within(
+            lambda: saver.get_delta_channel_history(config=target, channels=["log"]))
+    with pytest.raises(CorruptRecord):
+        _delta_history_within(lambda: asyncio.run(
+            saver.aget_delta_channel_history(config=target, channels=["log"])))
