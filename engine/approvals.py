@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -13,6 +12,7 @@ from ..formats import ApprovalDecided, ApprovalRequested, digest_bytes, pack
 from .errors import DecisionNotAllowed, DecisionRefused, UnknownApproval
 from .index import ApprovalState
 from .permissions import private_dir
+from .render import to_json
 from .store import Reader
 
 APPROVAL_DECISIONS = ("approve", "reject")
@@ -79,9 +79,8 @@ def atomic_write_json(path: Path, body: Any) -> Path:
     private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(body, fh, indent=2, default=str)
-            fh.write("\n")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(to_json(body) + "\n")  # strict JSON, whatever the payload holds
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -6,9 +6,12 @@ human output is testable without a store.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 import math
 import os
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -158,10 +161,19 @@ def _finite(value: Any) -> Any:
             return value
         return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     if isinstance(value, dict):
-        return {_finite(k): _finite(v) for k, v in value.items()}
+        return {_key(k): _finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
+
+
+def _key(key: Any) -> Any:
+    """A dict key JSON can hold: tuple and bytes keys (kept state types) become text."""
+    if isinstance(key, tuple):
+        return json.dumps(_finite(key), ensure_ascii=False, allow_nan=False, default=_fallback)
+    if isinstance(key, (bytes, bytearray)):
+        return bytes(key).hex()
+    return _finite(key)
 
 
 def _fallback(value: Any) -> Any:
@@ -171,4 +183,8 @@ def _fallback(value: Any) -> Any:
         return bytes(value).hex()
     if isinstance(value, (set, frozenset)):
         return _finite(list(value))
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
+        return value.isoformat()
+    if isinstance(value, (decimal.Decimal, uuid.UUID, datetime.timedelta)):
+        return str(value)
     return repr(value)

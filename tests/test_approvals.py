@@ -272,3 +272,35 @@ def test_killed_watcher_run_is_recovered_by_another_after_lease(tmp_path, effect
         assert run.status == "DONE", out
         assert run.head.attempts == 1
     assert sum(v for k, v in count_lines(effects).items() if k.startswith("tool git_apply")) == 1
+
+
+def _strict(text: str):
+    def refuse(name):
+        raise ValueError(f"bare {name} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_request_file_is_strict_json_whatever_the_payload_holds(engine, home):
+    """NaN, tuple keys and the other kept state types must not break or bend the request file."""
+    import datetime
+    import decimal
+    import uuid
+
+    flow = bide.Flow("odd-payload")
+
+    @flow.node(start=True)
+    def ask(state, ctx):
+        ctx.approve("wire", payload={"amount": float("nan"), "limit": float("inf"),
+                                     ("eur", 2): "tuple key", b"\x01": "bytes key",
+                                     "when": datetime.datetime(2026, 11, 30, 12, 0),
+                                     "fee": decimal.Decimal("1.50"), "id": uuid.UUID(int=7),
+                                     "tags": {"a"}})
+        return {"ok": True}
+
+    engine.register(flow)
+    run = engine.start("odd-payload", run_id="r-odd")
+    assert run.status == "WAITING_APPROVAL"
+    request = _strict((home / "requests" / f"{run.waiting['approval_id']}.json").read_text())
+    assert request["payload"] == {"amount": "NaN", "limit": "Infinity", '["eur", 2]': "tuple key",
+                                  "01": "bytes key", "when": "2026-11-30T12:00:00",
+                                  "fee": "1.50", "id": str(uuid.UUID(int=7)), "tags": ["a"]}
