@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -25,14 +26,20 @@ def _decoder(cls: Any) -> msgspec.msgpack.Decoder:
     return dec
 
 
-def _wire_record(record: Record) -> Record:
-    """The record with its user values in wire form (kept types as extension values)."""
+def _wire_fields(struct: msgspec.Struct, names: Iterable[str]) -> dict[str, Any]:
+    """The fields among ``names`` whose wire form differs (kept types as extension values)."""
     changes = {}
-    for name in record.VALUE_FIELDS:
-        value = getattr(record, name)
+    for name in names:
+        value = getattr(struct, name)
         wire = to_wire(value)
         if wire is not value:
             changes[name] = wire
+    return changes
+
+
+def _wire_record(record: Record) -> Record:
+    """The record with its user values in wire form (kept types as extension values)."""
+    changes = _wire_fields(record, record.VALUE_FIELDS)
     for name in record.OP_FIELDS:
         ops = getattr(record, name)
         if ops:
@@ -121,12 +128,7 @@ def _sets_sorted(value: Any) -> Any:
 def pack_value(value: Any) -> bytes:
     """A derived index value (a struct or list): kept types faithfully, and a checksum."""
     if isinstance(value, msgspec.Struct):
-        changes = {}
-        for name in value.__struct_fields__:
-            field = getattr(value, name)
-            wire = to_wire(field)
-            if wire is not field:
-                changes[name] = wire
+        changes = _wire_fields(value, value.__struct_fields__)
         value = msgspec.structs.replace(value, **changes) if changes else value
     else:
         value = to_wire(value)
