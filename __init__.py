@@ -6,6 +6,9 @@ Everything public is re-exported here; modules under ``engine`` and
 ``formats`` are internal.
 """
 
+import sys as _sys
+
+from .engine import langgraph
 from .engine.errors import (
     ApprovalError,
     ApprovalKeyError,
@@ -51,6 +54,10 @@ from .engine.policy import Policy
 from .engine.runs import CheckpointInfo, Run, Status
 from .engine.runtime import Engine, open
 from .engine.tools import Outcome, Tool, tool
+
+# ``bide.langgraph`` with no module at the fixed top level: the subpackage is cheap to
+# import (it loads LangGraph only when BideSaver is used), so alias it as a submodule.
+_sys.modules[f"{__name__}.langgraph"] = langgraph
 
 __version__ = "0.1.0"
 
