@@ -51,6 +51,7 @@ from .engine.errors import (
 )
 from .engine.flow import END, Flow, append, merge
 from .engine.policy import Policy
+from .engine.recovery import RecoveredRun, RecoverReport
 from .engine.runs import CheckpointInfo, Run, Status
 from .engine.runtime import Engine, open
 from .engine.tools import Outcome, Tool, tool
@@ -89,6 +90,8 @@ __all__ = [
     "ReadOnlyHome",
     "ReconciliationAborted",
     "RecordError",
+    "RecoverReport",
+    "RecoveredRun",
     "ReducerConflict",
     "Run",
     "RunError",

@@ -338,23 +338,10 @@ def recover(home: Path, as_json: bool, app: str, max_age: str, max_attempts: int
     flows = load_flows(app)
     engine = _engine(home)
     engine.register(*flows)
-    before = {r.run_id: (str(r.status), r.updated_at) for r in engine.runs()}
-    advanced = {run.run_id: str(run.status) for run in engine.recover(
-        max_age=age, max_attempts=max_attempts)}
-    skipped = dict(engine.skipped)
-    rows = []
-    for run in engine.runs():
-        run_id, now = run.run_id, (str(run.status), run.updated_at)
-        before.setdefault(run_id, ("-", 0.0))  # created meanwhile by another process
-        if run_id in advanced:
-            rows.append({"run_id": run_id, "was": before[run_id][0], "status": advanced[run_id],
-                         "error": run.error and first_line(run.error, 200)})
-        elif run_id in skipped:
-            rows.append({"run_id": run_id, "was": before[run_id][0], "status": now[0],
-                         "error": skipped[run_id]})
-        elif before.get(run_id) != now:  # given up on (expired, or its worker kept dying)
-            rows.append({"run_id": run_id, "was": before[run_id][0], "status": now[0],
-                         "error": run.reason})
+    report = engine.recover(max_age=age, max_attempts=max_attempts)
+    rows = [{"run_id": e.run_id, "was": e.was, "status": e.status,
+             "error": e.reason and first_line(e.reason, 200) if e.outcome == "advanced"
+             else e.reason} for e in report.entries]
     _out(as_json, rows, lambda: table(
         ["RUN", "WAS", "NOW", "ERROR~"],
         [[r["run_id"], r["was"], r["status"], r["error"] or "-"] for r in rows],

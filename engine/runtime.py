@@ -43,6 +43,7 @@ from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from .offload import off_loop
 from .permissions import private_dir
 from .policy import Policy
+from .recovery import Outcome, RecoveredRun, RecoverReport
 from .runs import CheckpointInfo, Run, Status
 from .state import materialize
 from .store import Reader, lease_expires
@@ -81,7 +82,6 @@ class Engine:
             self._require_signing(create)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.flows: dict[str, Flow] = {}
-        self.skipped: list[tuple[str, str]] = []
         # runs whose own problem stopped ``recover``: why, and the head it was recorded on
         self.blocked: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self.stopping = threading.Event()
@@ -203,7 +203,7 @@ class Engine:
         self._check_fits(head, cp, found)
         return self._acquire(run_id)
 
-    def recover(self, *, max_age: float = 86400.0, max_attempts: int = 5) -> list[Run]:
+    def recover(self, *, max_age: float = 86400.0, max_attempts: int = 5) -> RecoverReport:
         """Resume every run that can go on: pending, interrupted, decided, or orphaned.
 
         An orphan (RUNNING, its worker gone) older than ``max_age`` seconds is
@@ -211,38 +211,59 @@ class Engine:
         FAILED rather than retried forever. Runs another live worker holds are skipped.
 
         Returns:
-            The runs this call advanced, as they stand afterwards.
+            A ``RecoverReport``: the list of runs this call advanced, as they stand
+            afterwards, with what became of every other run it looked at.
         """
-        advanced = []
+        advanced: list[Run] = []
+        entries: list[tuple[float, RecoveredRun]] = []
         for head in self._runnable():
-            if head.run_id in self.blocked and self.blocked[head.run_id][1] == signature(head):
-                self.skipped.append((head.run_id, self.blocked[head.run_id][0]))
-                continue
-            if head.status == "RUNNING":
-                if self.clock() - head.updated_at > max_age:
-                    self._give_up(head, f"expired: orphaned for more than {max_age:.0f}s")
-                    continue
-                if head.attempts >= max_attempts:
-                    self._give_up(head, f"its worker died {head.attempts} times; not retried")
-                    continue
-            try:
-                advanced.append(self.resume(head.run_id))
-            except (RunNotResumable, StaleLease) as exc:
-                # another worker got there first, or took the run over mid-way: theirs now
-                self.skipped.append((head.run_id, str(exc)))
-            except StoreError:
-                raise  # the store's problem, not this run's: every run is affected
-            except BideError as exc:  # this run's own (flow mismatch, corrupt record...)
-                self._block(head.run_id, exc)
-        return advanced
+            entry = self._recover_one(head, max_age, max_attempts)
+            if isinstance(entry, Run):
+                advanced.append(entry)
+                entry = RecoveredRun(head.run_id, "advanced", head.status, str(entry.status),
+                                     entry.error)
+            if entry is not None:
+                entries.append((head.created_at, entry))
+        entries.sort(key=lambda pair: pair[0], reverse=True)  # newest first, as runs()
+        return RecoverReport(advanced, [entry for _, entry in entries])
 
-    def _block(self, run_id: str, exc: Exception) -> None:
+    def _recover_one(self, head: RunHead, max_age: float, max_attempts: int
+                     ) -> Run | RecoveredRun | None:
+        """Advance one run, or say why not."""
+        if head.run_id in self.blocked and self.blocked[head.run_id][1] == signature(head):
+            return self._left(head, "blocked", self.blocked[head.run_id][0])
+        if head.status == "RUNNING":
+            if self.clock() - head.updated_at > max_age:
+                return self._give_up(head, f"expired: orphaned for more than {max_age:.0f}s")
+            if head.attempts >= max_attempts:
+                return self._give_up(head, f"its worker died {head.attempts} times; "
+                                     "not retried")
+        try:
+            return self.resume(head.run_id)
+        except (RunNotResumable, StaleLease) as exc:
+            # another worker got there first, or took the run over mid-way: theirs now
+            return self._left(head, "skipped", str(exc))
+        except StoreError:
+            raise  # the store's problem, not this run's: every run is affected
+        except BideError as exc:  # this run's own (flow mismatch, corrupt record...)
+            why = self._block(head.run_id, exc)
+            return self._left(head, "blocked", why, recorded_now=True)
+
+    def _left(self, head: RunHead, outcome: Outcome, why: str, *,
+              recorded_now: bool = False) -> RecoveredRun:
+        """A run recover did not advance, with its status now."""
+        with self.store.reader() as r:
+            now_head = r.head(head.run_id) or head  # pruned meanwhile: as it was
+        return RecoveredRun(head.run_id, outcome, head.status, now_head.status, why,
+                            recorded_now)
+
+    def _block(self, run_id: str, exc: Exception) -> str:
         why = describe(exc)
-        self.skipped.append((run_id, why))
         now = self.clock()
         self.store.commit(lambda r: block_records(r, run_id, why, owner=self.owner, now=now,
                                                   node=getattr(exc, "node", None)))
         self.blocked[run_id] = (why, signature(self._head(run_id)))
+        return why
 
     def _runnable(self) -> list[RunHead]:
         now = self.clock()
@@ -268,7 +289,7 @@ class Engine:
             return False
         return lease_expires(r, head) > now and owner_alive(head.lease_owner)
 
-    def _give_up(self, head: RunHead, reason: str) -> None:
+    def _give_up(self, head: RunHead, reason: str) -> RecoveredRun:
         def check(r: Reader) -> None:
             now_head = r.head(head.run_id)
             if now_head is None or now_head.lease_token != head.lease_token:
@@ -279,7 +300,8 @@ class Engine:
                                              reason=reason, error=reason, at=self.clock())],
                               check=check)
         except RunNotResumable as exc:
-            self.skipped.append((head.run_id, str(exc)))
+            return self._left(head, "skipped", str(exc))
+        return RecoveredRun(head.run_id, "given_up", head.status, "FAILED", reason)
 
     def _decided(self, head: RunHead) -> bool:
         aid = (head.waiting or {}).get("approval_id")
