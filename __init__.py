@@ -9,6 +9,7 @@ Everything public is re-exported here; modules under ``engine`` and
 import sys as _sys
 
 from .engine import langgraph
+from .engine.compaction import CompactReport, compact
 from .engine.errors import (
     ApprovalError,
     ApprovalKeyError,
@@ -50,11 +51,15 @@ from .engine.errors import (
     UnknownVersion,
 )
 from .engine.flow import END, Flow, append, merge
+from .engine.inspect import UnknownKey
+from .engine.maintenance import DoctorReport, PruneReport
 from .engine.policy import Policy
 from .engine.recovery import RecoveredRun, RecoverReport
 from .engine.runs import CheckpointInfo, Run, Status
 from .engine.runtime import Engine, open
+from .engine.surface import read_approval_key
 from .engine.tools import Outcome, Tool, tool
+from .engine.watcher import Watcher
 
 # ``bide.langgraph`` with no module at the fixed top level: the subpackage is cheap to
 # import (it loads LangGraph only when BideSaver is used), so alias it as a submodule.
@@ -67,11 +72,13 @@ __all__ = [
     "ApprovalKeyError",
     "BideError",
     "CheckpointInfo",
+    "CompactReport",
     "ContextClosed",
     "CorruptIndex",
     "CorruptRecord",
     "DecisionNotAllowed",
     "DecisionRefused",
+    "DoctorReport",
     "DurabilityLost",
     "END",
     "Engine",
@@ -87,6 +94,7 @@ __all__ = [
     "NotSerializable",
     "Outcome",
     "Policy",
+    "PruneReport",
     "ReadOnlyHome",
     "ReconciliationAborted",
     "RecordError",
@@ -109,11 +117,15 @@ __all__ = [
     "ToolOutsideNode",
     "UnknownApproval",
     "UnknownFlow",
+    "UnknownKey",
     "UnknownRun",
     "UnknownStatus",
     "UnknownVersion",
+    "Watcher",
     "append",
+    "compact",
     "merge",
     "open",
+    "read_approval_key",
     "tool",
 ]

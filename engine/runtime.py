@@ -47,6 +47,7 @@ from .recovery import Outcome, RecoveredRun, RecoverReport
 from .runs import CheckpointInfo, Run, Status
 from .state import materialize
 from .store import Reader, lease_expires
+from .surface import Surface
 
 MAX_RUN_ID = 128
 
@@ -60,8 +61,10 @@ def check_run_id(run_id: Any) -> str:
     return run_id
 
 
-class Engine:
-    """A bide home opened by this process. Use as a context manager, or call ``close()``."""
+class Engine(Surface):
+    """A bide home opened by this process. Use as a context manager, or call ``close()``.
+
+    The read side, upkeep and the inbox door are in ``Surface``."""
 
     def __init__(self, home: str | os.PathLike[str], *, durability: str = "durable",
                  create: bool = True, map_size: int = DEFAULT_MAP_SIZE,
