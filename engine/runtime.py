@@ -575,9 +575,25 @@ def _intent_row(i: Any) -> dict[str, Any]:
             "approval_id": i.approval_id, "decision": i.decision, "by": i.by, "reason": i.reason}
 
 
-def open(home: str | os.PathLike[str] = ".bide", **options: Any) -> Engine:  # noqa: A001
-    """Open (creating if missing) a bide home. See ``Engine`` for options."""
-    return Engine(home, **options)
+def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
+         durability: str = "durable", create: bool = True, map_size: int = DEFAULT_MAP_SIZE,
+         max_size: int = DEFAULT_MAX_SIZE, lease_ttl: float = 30.0,
+         approval_key: bytes | str | None = None,
+         clock: Callable[[], float] = time.time) -> Engine:
+    """Open a bide home (created if missing, unless ``create=False``).
+
+    Args:
+        durability: ``"durable"`` fsyncs every commit; ``"fast"`` survives a killed
+            process, not power loss.
+        create: False opens an existing home only and changes nothing on disk.
+        map_size, max_size: the LMDB map's first and largest size, in bytes.
+        lease_ttl: seconds a worker's lease on a run lasts between renewals.
+        approval_key: the HMAC key decision files must be signed with.
+        clock: where time comes from (tests inject one).
+    """
+    return Engine(home, durability=durability, create=create, map_size=map_size,
+                  max_size=max_size, lease_ttl=lease_ttl, approval_key=approval_key,
+                  clock=clock)
 
 
 __all__ = ["Engine", "FINISHED_STATUSES", "open"]

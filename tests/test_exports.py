@@ -69,3 +69,16 @@ def test_the_old_langgraph_path_still_works_with_a_deprecation_warning():
     with pytest.warns(DeprecationWarning, match="from bide.langgraph import BideSaver"):
         from bide.engine.langgraph_saver import BideSaver
     assert BideSaver is bide.langgraph.BideSaver
+
+
+def test_issue_12_surface_names_are_public():
+    """Everything the CLI does is reachable from the root (issue 12, item 2)."""
+    for name in ("CompactReport", "DoctorReport", "PruneReport", "RecoverReport",
+                 "RecoveredRun", "UnknownKey", "Watcher", "compact", "read_approval_key"):
+        assert name in bide.__all__, name
+    for method in ("cancel", "fork", "doctor", "prune", "stats", "show", "log", "diff",
+                   "export", "run_rows", "checkpoint_rows", "state_at", "intent_rows",
+                   "drop_decision", "recover"):
+        assert callable(getattr(bide.Engine, method)), method
+    assert not hasattr(bide.Engine, "skipped")  # recover's report replaced the side channel
+    assert issubclass(bide.UnknownKey, bide.RunError)
