@@ -6,6 +6,10 @@ about is in a bad state (e.g. ``doctor`` found problems, a resumed run failed),
 2 usage error, 3 not found (run, version, approval, home). Reading commands
 open the home with ``create=False`` and only read, so they work while a
 watcher or an app is writing.
+
+It calls only ``bide``'s public surface (root names and ``Engine`` methods); the one
+internal module it uses is ``engine.render`` (text for people: tables, ages, sizes),
+besides the entries of the demo, bench and torture tools (tests/test_surface.py checks).
 """
 
 from __future__ import annotations
