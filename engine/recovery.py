@@ -14,7 +14,7 @@ from typing import Literal
 
 from .runs import Run
 
-Outcome = Literal["advanced", "given_up", "blocked", "skipped"]
+RecoverOutcome = Literal["advanced", "given_up", "blocked", "skipped"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class RecoveredRun:
     """
 
     run_id: str
-    outcome: Outcome
+    outcome: RecoverOutcome
     was: str
     status: str
     reason: str | None = None
@@ -45,7 +45,7 @@ class RecoverReport(list[Run]):
         super().__init__(advanced)
         self.entries: tuple[RecoveredRun, ...] = tuple(entries)
 
-    def _of(self, outcome: Outcome) -> tuple[RecoveredRun, ...]:
+    def _of(self, outcome: RecoverOutcome) -> tuple[RecoveredRun, ...]:
         return tuple(e for e in self.entries if e.outcome == outcome)
 
     @property

@@ -43,7 +43,7 @@ from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from .offload import off_loop
 from .permissions import private_dir
 from .policy import Policy
-from .recovery import Outcome, RecoveredRun, RecoverReport
+from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
 from .runs import CheckpointInfo, Run, Status
 from .state import materialize
 from .store import Reader, lease_expires
@@ -223,15 +223,14 @@ class Engine(Surface):
             entry = self._recover_one(head, max_age, max_attempts)
             if isinstance(entry, Run):
                 advanced.append(entry)
-                entry = RecoveredRun(head.run_id, "advanced", head.status, str(entry.status),
-                                     entry.error)
-            if entry is not None:
-                entries.append((head.created_at, entry))
+                entry = RecoveredRun(run_id=head.run_id, outcome="advanced", was=head.status,
+                                     status=str(entry.status), reason=entry.error)
+            entries.append((head.created_at, entry))
         entries.sort(key=lambda pair: pair[0], reverse=True)  # newest first, as runs()
         return RecoverReport(advanced, [entry for _, entry in entries])
 
     def _recover_one(self, head: RunHead, max_age: float, max_attempts: int
-                     ) -> Run | RecoveredRun | None:
+                     ) -> Run | RecoveredRun:
         """Advance one run, or say why not."""
         if head.run_id in self.blocked and self.blocked[head.run_id][1] == signature(head):
             return self._left(head, "blocked", self.blocked[head.run_id][0])
@@ -252,13 +251,13 @@ class Engine(Surface):
             why = self._block(head.run_id, exc)
             return self._left(head, "blocked", why, recorded_now=True)
 
-    def _left(self, head: RunHead, outcome: Outcome, why: str, *,
+    def _left(self, head: RunHead, outcome: RecoverOutcome, why: str, *,
               recorded_now: bool = False) -> RecoveredRun:
         """A run recover did not advance, with its status now."""
         with self.store.reader() as r:
             now_head = r.head(head.run_id) or head  # pruned meanwhile: as it was
-        return RecoveredRun(head.run_id, outcome, head.status, now_head.status, why,
-                            recorded_now)
+        return RecoveredRun(run_id=head.run_id, outcome=outcome, was=head.status,
+                            status=now_head.status, reason=why, recorded_now=recorded_now)
 
     def _block(self, run_id: str, exc: Exception) -> str:
         why = describe(exc)
@@ -304,7 +303,8 @@ class Engine(Surface):
                               check=check)
         except RunNotResumable as exc:
             return self._left(head, "skipped", str(exc))
-        return RecoveredRun(head.run_id, "given_up", head.status, "FAILED", reason)
+        return RecoveredRun(run_id=head.run_id, outcome="given_up", was=head.status,
+                            status="FAILED", reason=reason)
 
     def _decided(self, head: RunHead) -> bool:
         aid = (head.waiting or {}).get("approval_id")
