@@ -6,6 +6,10 @@ Everything public is re-exported here; modules under ``engine`` and
 ``formats`` are internal.
 """
 
+import sys as _sys
+
+from .engine import langgraph
+from .engine.compaction import CompactReport, compact
 from .engine.errors import (
     ApprovalError,
     ApprovalKeyError,
@@ -47,10 +51,19 @@ from .engine.errors import (
     UnknownVersion,
 )
 from .engine.flow import END, Flow, append, merge
+from .engine.inspect import UnknownKey
+from .engine.maintenance import DoctorReport, PruneReport
 from .engine.policy import Policy
+from .engine.recovery import RecoveredRun, RecoverReport
 from .engine.runs import CheckpointInfo, Run, Status
-from .engine.runtime import Engine, open
+from .engine.runtime import Engine, check_run_id, open
+from .engine.surface import read_approval_key
 from .engine.tools import Outcome, Tool, tool
+from .engine.watcher import Watcher
+
+# ``bide.langgraph`` with no module at the fixed top level: the subpackage is cheap to
+# import (it loads LangGraph only when BideSaver is used), so alias it as a submodule.
+_sys.modules[f"{__name__}.langgraph"] = langgraph
 
 __version__ = "0.1.0"
 
@@ -59,11 +72,13 @@ __all__ = [
     "ApprovalKeyError",
     "BideError",
     "CheckpointInfo",
+    "CompactReport",
     "ContextClosed",
     "CorruptIndex",
     "CorruptRecord",
     "DecisionNotAllowed",
     "DecisionRefused",
+    "DoctorReport",
     "DurabilityLost",
     "END",
     "Engine",
@@ -79,9 +94,12 @@ __all__ = [
     "NotSerializable",
     "Outcome",
     "Policy",
+    "PruneReport",
     "ReadOnlyHome",
     "ReconciliationAborted",
     "RecordError",
+    "RecoverReport",
+    "RecoveredRun",
     "ReducerConflict",
     "Run",
     "RunError",
@@ -99,11 +117,16 @@ __all__ = [
     "ToolOutsideNode",
     "UnknownApproval",
     "UnknownFlow",
+    "UnknownKey",
     "UnknownRun",
     "UnknownStatus",
     "UnknownVersion",
+    "Watcher",
     "append",
+    "check_run_id",
+    "compact",
     "merge",
     "open",
+    "read_approval_key",
     "tool",
 ]

@@ -6,6 +6,10 @@ about is in a bad state (e.g. ``doctor`` found problems, a resumed run failed),
 2 usage error, 3 not found (run, version, approval, home). Reading commands
 open the home with ``create=False`` and only read, so they work while a
 watcher or an app is writing.
+
+It calls only ``bide``'s public surface (root names and ``Engine`` methods); the one
+internal module it uses is ``engine.render`` (text for people: tables, ages, sizes),
+besides the entries of the demo, bench and torture tools (tests/test_surface.py checks).
 """
 
 from __future__ import annotations
@@ -30,12 +34,17 @@ from . import (
     NotAHome,
     Status,
     UnknownApproval,
+    UnknownKey,
     UnknownRun,
     UnknownStatus,
+    UnknownVersion,
+    Watcher,
+    check_run_id,
+    read_approval_key,
 )
+from . import compact as compact_home
 from . import open as open_home
-from .engine import compaction, inspect, maintenance, operations
-from .engine.render import (
+from .engine.render import (  # the one internal module the CLI uses: text for people
     ago,
     clip,
     fields,
@@ -47,12 +56,11 @@ from .engine.render import (
     table,
     to_json,
 )
-from .engine.runtime import check_run_id
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_OK, EXIT_BAD_STATE, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
-NOT_FOUND = (UnknownRun, UnknownApproval, NotAHome, inspect.UnknownVersion, inspect.UnknownKey)
+NOT_FOUND = (UnknownRun, UnknownApproval, NotAHome, UnknownVersion, UnknownKey)
 
 
 class BideGroup(click.Group):
@@ -141,7 +149,7 @@ def runs(home: Path, as_json: bool, status: str | None, flow: str | None,
         wanted = None if status is None else Status.of(status)
     except UnknownStatus as exc:
         raise click.BadParameter(str(exc), param_hint="--status") from None
-    rows = inspect.runs(_engine(home), status=wanted, flow=flow, limit=limit)
+    rows = _engine(home).run_rows(status=wanted, flow=flow, limit=limit)
     now = time.time()
     _out(as_json, rows, lambda: table(
         ["RUN", "FLOW", "STATUS", "VER>", "STEP>", "WAITING ON~", "UPDATED"],
@@ -155,7 +163,7 @@ def runs(home: Path, as_json: bool, status: str | None, flow: str | None,
 @click.argument("run_id", metavar="RUN", type=RUN_ID)
 def show(home: Path, as_json: bool, run_id: str) -> None:
     """A run's snapshot: status, version, what it waits on, its pending writes."""
-    doc = inspect.show(_engine(home), run_id)
+    doc = _engine(home).show(run_id)
     _out(as_json, doc, lambda: _show_text(doc, time.time()))
 
 
@@ -194,7 +202,7 @@ def _show_text(d: dict[str, Any], now: float) -> str:
 @click.argument("run_id", metavar="RUN", type=RUN_ID)
 def log(home: Path, as_json: bool, run_id: str) -> None:
     """The run's timeline: every record in order, with sizes (JSON lines with --json)."""
-    entries = inspect.log(_engine(home), run_id)
+    entries = _engine(home).log(run_id)
     if as_json:
         for entry in entries:
             click.echo(to_json(entry, indent=None))
@@ -210,7 +218,7 @@ def log(home: Path, as_json: bool, run_id: str) -> None:
 @click.argument("run_id", metavar="RUN", type=RUN_ID)
 def checkpoints(home: Path, as_json: bool, run_id: str) -> None:
     """The run's checkpoints: version, superstep, status, committed nodes, bytes."""
-    rows = inspect.checkpoints(_engine(home), run_id)
+    rows = _engine(home).checkpoint_rows(run_id)
     now = time.time()
     _out(as_json, rows, lambda: table(
         ["VER>", "STEP>", "STATUS", "KIND", "COMMITTED~", "NEXT~", "BYTES>", "AGE"],
@@ -227,10 +235,10 @@ def checkpoints(home: Path, as_json: bool, run_id: str) -> None:
 @click.option("--key", help="Print only this state key's value.")
 def state(home: Path, as_json: bool, run_id: str, version: int | None, key: str | None) -> None:
     """The run's state at its latest checkpoint or at --version."""
-    found, values = inspect.state(_engine(home), run_id, version)
+    found, values = _engine(home).state_at(run_id, version)
     if key is not None:
         if key not in values:
-            raise inspect.UnknownKey(run_id, key, found)
+            raise UnknownKey(run_id, key, found)
         doc = {"run_id": run_id, "version": found, "key": key, "value": values[key]}
         _out(as_json, doc, lambda: to_json(values[key]))
         return
@@ -248,7 +256,7 @@ def state(home: Path, as_json: bool, run_id: str, version: int | None, key: str 
 @click.argument("v2", type=int)
 def diff(home: Path, as_json: bool, run_id: str, v1: int, v2: int) -> None:
     """Which state keys changed between versions V1 and V2, and how."""
-    rows = inspect.diff(_engine(home), run_id, v1, v2)
+    rows = _engine(home).diff(run_id, v1, v2)
     doc = {"run_id": run_id, "from": v1, "to": v2, "changes": rows}
     _out(as_json, doc, lambda: table(
         ["KEY", "CHANGE", "DETAIL~", "BEFORE~", "AFTER~"],
@@ -267,7 +275,7 @@ def intents(home: Path, as_json: bool, run_id: str | None, unknown: bool) -> Non
     """Tool calls of a run: status, attempts, idempotency keys, results."""
     if run_id is None and not unknown:
         raise click.UsageError("give a RUN, or --unknown for calls in doubt across all runs")
-    rows = inspect.intents(_engine(home), run_id, unknown=unknown)
+    rows = _engine(home).intent_rows(run_id, unknown=unknown)
 
     def human() -> str:
         if not rows:
@@ -350,7 +358,7 @@ def resume(home: Path, as_json: bool, app: str, run_id: str) -> None:
     engine.register(*flows)
     before = engine.get(run_id).status
     run = engine.resume(run_id)
-    doc = inspect.show(engine, run_id)
+    doc = engine.show(run_id)
     _out(as_json, doc, lambda: f"{run_id}: {before} -> {run.status} "
          f"(state_version {run.state_version})" + (
              f"\nerror: {first_line(run.error)}" if run.error else ""))
@@ -371,23 +379,10 @@ def recover(home: Path, as_json: bool, app: str, max_age: str, max_attempts: int
     flows = load_flows(app)
     engine = _engine(home)
     engine.register(*flows)
-    before = {r.run_id: (str(r.status), r.updated_at) for r in engine.runs()}
-    advanced = {run.run_id: str(run.status) for run in engine.recover(
-        max_age=age, max_attempts=max_attempts)}
-    skipped = dict(engine.skipped)
-    rows = []
-    for run in engine.runs():
-        run_id, now = run.run_id, (str(run.status), run.updated_at)
-        before.setdefault(run_id, ("-", 0.0))  # created meanwhile by another process
-        if run_id in advanced:
-            rows.append({"run_id": run_id, "was": before[run_id][0], "status": advanced[run_id],
-                         "error": run.error and first_line(run.error, 200)})
-        elif run_id in skipped:
-            rows.append({"run_id": run_id, "was": before[run_id][0], "status": now[0],
-                         "error": skipped[run_id]})
-        elif before.get(run_id) != now:  # given up on (expired, or its worker kept dying)
-            rows.append({"run_id": run_id, "was": before[run_id][0], "status": now[0],
-                         "error": run.reason})
+    report = engine.recover(max_age=age, max_attempts=max_attempts)
+    rows = [{"run_id": e.run_id, "was": e.was, "status": e.status,
+             "error": e.reason and first_line(e.reason, 200) if e.outcome == "advanced"
+             else e.reason} for e in report.entries]
     _out(as_json, rows, lambda: table(
         ["RUN", "WAS", "NOW", "ERROR~"],
         [[r["run_id"], r["was"], r["status"], r["error"] or "-"] for r in rows],
@@ -402,7 +397,7 @@ def recover(home: Path, as_json: bool, app: str, max_age: str, max_attempts: int
 @click.option("--reason", help="Why (recorded with the cancellation).")
 def cancel(home: Path, as_json: bool, run_id: str, reason: str | None) -> None:
     """Stop a run for good. Its records are kept; a worker holding it is fenced out."""
-    done = operations.cancel(_engine(home), run_id, reason)
+    done = _engine(home).cancel(run_id, reason)
     doc = {"run_id": run_id, "cancelled": done, "status": "CANCELLED"}
     _out(as_json, doc, lambda: f"cancelled {run_id}" if done
          else f"{run_id} was already cancelled")
@@ -418,7 +413,7 @@ def cancel(home: Path, as_json: bool, run_id: str, reason: str | None) -> None:
 def fork(home: Path, as_json: bool, run_id: str, version: int, new_id: str | None) -> None:
     """Start a new run from the state of RUN at --version (time travel). It is PENDING."""
     try:
-        new = operations.fork(_engine(home), run_id, version, new_id)
+        new = _engine(home).fork(run_id, version, new_id=new_id)
     except ValueError as exc:  # an unusable --as id
         raise click.BadParameter(str(exc), param_hint="--as") from None
     doc = {"run_id": new, "parent": run_id, "parent_version": version, "status": "PENDING"}
@@ -432,7 +427,7 @@ def fork(home: Path, as_json: bool, run_id: str, version: int, new_id: str | Non
 @click.option("--rebuild", is_flag=True, help="Rewrite the indexes from the log first.")
 def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
     """Check every record's checksum and that the indexes match the log. Exit 1 on a problem."""
-    report = maintenance.doctor(_engine(home).store, rebuild=rebuild)
+    report = _engine(home).doctor(rebuild=rebuild)
 
     def human() -> str:
         head = "rebuilt the indexes from the log; " if rebuild else ""
@@ -461,8 +456,7 @@ def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
 def prune(home: Path, as_json: bool, keep: int, older: str | None, dry_run: bool) -> None:
     """Remove old checkpoints and old finished runs; never what a run needs to resume."""
     age = _age_option(older)
-    report = maintenance.prune(_engine(home).store, keep=keep, finished_older_than=age,
-                               dry_run=dry_run)
+    report = _engine(home).prune(keep=keep, finished_older_than=age, dry_run=dry_run)
 
     def human() -> str:
         verb = "would remove" if dry_run else "removed"
@@ -485,7 +479,7 @@ def prune(home: Path, as_json: bool, keep: int, older: str | None, dry_run: bool
 @click.option("--keep-old", is_flag=True, help="Keep the old data file beside the store.")
 def compact(home: Path, as_json: bool, keep_old: bool) -> None:
     """Rewrite the store without free pages; refuses while any process has it open."""
-    report = compaction.compact(home, keep_old=keep_old)
+    report = compact_home(home, keep_old=keep_old)
     before, after = report.before, report.after
     saved = 100 * (before - after) / before if before else 0.0
     _out(as_json, report.to_dict(), lambda: (
@@ -502,14 +496,14 @@ def compact(home: Path, as_json: bool, keep_old: bool) -> None:
               "stdout).")
 def export(home: Path, as_json: bool, run_id: str, fmt: str, output: Any) -> None:
     """Everything stored about a run, as one JSON document (for a bug report)."""
-    output.write(to_json(inspect.export(_engine(home), run_id)) + "\n")
+    output.write(to_json(_engine(home).export(run_id)) + "\n")
 
 
 @main.command()
 @common_options
 def stats(home: Path, as_json: bool) -> None:
     """Store size and map usage, records by type, runs by status."""
-    doc = maintenance.stats(_engine(home).store)
+    doc = _engine(home).stats()
     _out(as_json, doc, lambda: _stats_text(doc))
 
 
@@ -569,9 +563,6 @@ def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by
     decision, is neither decided nor expired; the key when the home requires one),
     so no file is written that the watcher would refuse.
     """
-    from .engine import signing
-    from .engine.inbox import drop_decision
-
     if reject and decision not in (None, "reject"):
         raise click.UsageError(f"--reject conflicts with --decision {decision}")
     chosen = decision or ("reject" if reject else "approve")
@@ -579,17 +570,12 @@ def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by
         raise click.UsageError(f"--result goes with --decision mark_done only, not {chosen}")
     value = None if result is None else _json_arg(result)
     eng = _engine(home)
-    key = signing.read_key(key_file) if key_file else None
-    required = signing.requirement(home)
+    key = read_approval_key(key_file) if key_file else None
     try:
-        if required is not None:
-            signing.check_key(home, key, required)
-        req = eng.check_decision(approval_id, chosen)
+        path = eng.drop_decision(approval_id, chosen, by=by or os.environ.get("USER"),
+                                 reason=reason, result=value, key=key)
     except (ApprovalKeyError, DecisionNotAllowed) as exc:
         raise click.UsageError(str(exc)) from None
-    path = drop_decision(home, approval_id, chosen, by=by or os.environ.get("USER"),
-                         reason=reason, run_id=req["run_id"], digest=req["digest"],
-                         result=value, key=key)
     click.echo(f"{chosen} for {approval_id} dropped into the inbox: {path.name}", err=True)
 
 
@@ -644,10 +630,7 @@ def watch(home: Path, apps: tuple[str, ...], once: bool, poll: bool, max_orphan_
           max_attempts: int, lease_ttl: float, approval_key_file: Path | None,
           durability: str) -> None:
     """Take decisions from the inbox and resume runs under leases until stopped."""
-    from .engine.signing import read_key
-    from .engine.watcher import Watcher
-
-    key = read_key(approval_key_file) if approval_key_file else None
+    key = read_approval_key(approval_key_file) if approval_key_file else None
     with open_home(home, durability=durability, lease_ttl=lease_ttl, approval_key=key) as eng:
         for spec in apps:
             eng.register(*load_flows(spec))

@@ -66,7 +66,7 @@ def no_saver(path: Path) -> Iterator[tuple[Saver, Callable[[], tuple[int, int]]]
 def bide(durability: str) -> Factory:
     @contextmanager
     def factory(path: Path) -> Iterator[tuple[Saver, Callable[[], tuple[int, int]]]]:
-        from bide.engine.langgraph_saver import BideSaver
+        from bide.langgraph import BideSaver
 
         with BideSaver.from_home(path / "home", durability=durability) as saver:
             def measure() -> tuple[int, int]:

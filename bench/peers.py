@@ -21,8 +21,8 @@ from .workloads import WIDTH, Workload, payload
 
 SAVERS = ("sqlite-sync", "sqlite-async", "sqlite-exit", "delta-sync")
 BIDE_VARIANTS = ("bide-saver-sync", "bide-saver-fast-sync")
-# Where bide's own LangGraph saver may live once it exists (issue 8).
-BIDE_SAVER_MODULES = ("bide.engine.langgraph_saver", "bide.langgraph")
+# Where bide's own LangGraph saver lives (the old engine path is deprecated).
+BIDE_SAVER_MODULES = ("bide.langgraph",)
 
 
 def available() -> str | None:

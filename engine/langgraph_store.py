@@ -1,6 +1,6 @@
 """LangGraph threads in a bide store, as bytes: the part of the saver that needs no LangGraph.
 
-``langgraph_saver.BideSaver`` turns LangGraph's objects into serialized
+``langgraph.saver.BideSaver`` turns LangGraph's objects into serialized
 ``(type tag, bytes)`` pairs and back; this module stores and finds them, and
 does retention (delete, prune, copy). The CLI may use it on a home without the
 ``langgraph`` extra installed.

@@ -43,9 +43,11 @@ from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from .offload import off_loop
 from .permissions import private_dir
 from .policy import Policy
+from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
 from .runs import CheckpointInfo, Run, Status
 from .state import materialize
 from .store import Reader, lease_expires
+from .surface import Surface
 
 MAX_RUN_ID = 128
 
@@ -59,8 +61,10 @@ def check_run_id(run_id: Any) -> str:
     return run_id
 
 
-class Engine:
-    """A bide home opened by this process. Use as a context manager, or call ``close()``."""
+class Engine(Surface):
+    """A bide home opened by this process. Use as a context manager, or call ``close()``.
+
+    The read side, upkeep and the inbox door are in ``Surface``."""
 
     def __init__(self, home: str | os.PathLike[str], *, durability: str = "durable",
                  create: bool = True, map_size: int = DEFAULT_MAP_SIZE,
@@ -81,7 +85,6 @@ class Engine:
             self._require_signing(create)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.flows: dict[str, Flow] = {}
-        self.skipped: list[tuple[str, str]] = []
         # runs whose own problem stopped ``recover``: why, and the head it was recorded on
         self.blocked: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self.stopping = threading.Event()
@@ -203,7 +206,7 @@ class Engine:
         self._check_fits(head, cp, found)
         return self._acquire(run_id)
 
-    def recover(self, *, max_age: float = 86400.0, max_attempts: int = 5) -> list[Run]:
+    def recover(self, *, max_age: float = 86400.0, max_attempts: int = 5) -> RecoverReport:
         """Resume every run that can go on: pending, interrupted, decided, or orphaned.
 
         An orphan (RUNNING, its worker gone) older than ``max_age`` seconds is
@@ -211,38 +214,58 @@ class Engine:
         FAILED rather than retried forever. Runs another live worker holds are skipped.
 
         Returns:
-            The runs this call advanced, as they stand afterwards.
+            A ``RecoverReport``: the list of runs this call advanced, as they stand
+            afterwards, with what became of every other run it looked at.
         """
-        advanced = []
+        advanced: list[Run] = []
+        entries: list[tuple[float, RecoveredRun]] = []
         for head in self._runnable():
-            if head.run_id in self.blocked and self.blocked[head.run_id][1] == signature(head):
-                self.skipped.append((head.run_id, self.blocked[head.run_id][0]))
-                continue
-            if head.status == "RUNNING":
-                if self.clock() - head.updated_at > max_age:
-                    self._give_up(head, f"expired: orphaned for more than {max_age:.0f}s")
-                    continue
-                if head.attempts >= max_attempts:
-                    self._give_up(head, f"its worker died {head.attempts} times; not retried")
-                    continue
-            try:
-                advanced.append(self.resume(head.run_id))
-            except (RunNotResumable, StaleLease) as exc:
-                # another worker got there first, or took the run over mid-way: theirs now
-                self.skipped.append((head.run_id, str(exc)))
-            except StoreError:
-                raise  # the store's problem, not this run's: every run is affected
-            except BideError as exc:  # this run's own (flow mismatch, corrupt record...)
-                self._block(head.run_id, exc)
-        return advanced
+            entry = self._recover_one(head, max_age, max_attempts)
+            if isinstance(entry, Run):
+                advanced.append(entry)
+                entry = RecoveredRun(run_id=head.run_id, outcome="advanced", was=head.status,
+                                     status=str(entry.status), reason=entry.error)
+            entries.append((head.created_at, entry))
+        entries.sort(key=lambda pair: pair[0], reverse=True)  # newest first, as runs()
+        return RecoverReport(advanced, [entry for _, entry in entries])
 
-    def _block(self, run_id: str, exc: Exception) -> None:
+    def _recover_one(self, head: RunHead, max_age: float, max_attempts: int
+                     ) -> Run | RecoveredRun:
+        """Advance one run, or say why not."""
+        if head.run_id in self.blocked and self.blocked[head.run_id][1] == signature(head):
+            return self._left(head, "blocked", self.blocked[head.run_id][0])
+        if head.status == "RUNNING":
+            if self.clock() - head.updated_at > max_age:
+                return self._give_up(head, f"expired: orphaned for more than {max_age:.0f}s")
+            if head.attempts >= max_attempts:
+                return self._give_up(head, f"its worker died {head.attempts} times; "
+                                     "not retried")
+        try:
+            return self.resume(head.run_id)
+        except (RunNotResumable, StaleLease) as exc:
+            # another worker got there first, or took the run over mid-way: theirs now
+            return self._left(head, "skipped", str(exc))
+        except StoreError:
+            raise  # the store's problem, not this run's: every run is affected
+        except BideError as exc:  # this run's own (flow mismatch, corrupt record...)
+            why = self._block(head.run_id, exc)
+            return self._left(head, "blocked", why, recorded_now=True)
+
+    def _left(self, head: RunHead, outcome: RecoverOutcome, why: str, *,
+              recorded_now: bool = False) -> RecoveredRun:
+        """A run recover did not advance, with its status now."""
+        with self.store.reader() as r:
+            now_head = r.head(head.run_id) or head  # pruned meanwhile: as it was
+        return RecoveredRun(run_id=head.run_id, outcome=outcome, was=head.status,
+                            status=now_head.status, reason=why, recorded_now=recorded_now)
+
+    def _block(self, run_id: str, exc: Exception) -> str:
         why = describe(exc)
-        self.skipped.append((run_id, why))
         now = self.clock()
         self.store.commit(lambda r: block_records(r, run_id, why, owner=self.owner, now=now,
                                                   node=getattr(exc, "node", None)))
         self.blocked[run_id] = (why, signature(self._head(run_id)))
+        return why
 
     def _runnable(self) -> list[RunHead]:
         now = self.clock()
@@ -268,7 +291,7 @@ class Engine:
             return False
         return lease_expires(r, head) > now and owner_alive(head.lease_owner)
 
-    def _give_up(self, head: RunHead, reason: str) -> None:
+    def _give_up(self, head: RunHead, reason: str) -> RecoveredRun:
         def check(r: Reader) -> None:
             now_head = r.head(head.run_id)
             if now_head is None or now_head.lease_token != head.lease_token:
@@ -279,7 +302,9 @@ class Engine:
                                              reason=reason, error=reason, at=self.clock())],
                               check=check)
         except RunNotResumable as exc:
-            self.skipped.append((head.run_id, str(exc)))
+            return self._left(head, "skipped", str(exc))
+        return RecoveredRun(run_id=head.run_id, outcome="given_up", was=head.status,
+                            status="FAILED", reason=reason)
 
     def _decided(self, head: RunHead) -> bool:
         aid = (head.waiting or {}).get("approval_id")
@@ -550,9 +575,25 @@ def _intent_row(i: Any) -> dict[str, Any]:
             "approval_id": i.approval_id, "decision": i.decision, "by": i.by, "reason": i.reason}
 
 
-def open(home: str | os.PathLike[str] = ".bide", **options: Any) -> Engine:  # noqa: A001
-    """Open (creating if missing) a bide home. See ``Engine`` for options."""
-    return Engine(home, **options)
+def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
+         durability: str = "durable", create: bool = True, map_size: int = DEFAULT_MAP_SIZE,
+         max_size: int = DEFAULT_MAX_SIZE, lease_ttl: float = 30.0,
+         approval_key: bytes | str | None = None,
+         clock: Callable[[], float] = time.time) -> Engine:
+    """Open a bide home (created if missing, unless ``create=False``).
+
+    Args:
+        durability: ``"durable"`` fsyncs every commit; ``"fast"`` survives a killed
+            process, not power loss.
+        create: False opens an existing home only and changes nothing on disk.
+        map_size, max_size: the LMDB map's first and largest size, in bytes.
+        lease_ttl: seconds a worker's lease on a run lasts between renewals.
+        approval_key: the HMAC key decision files must be signed with.
+        clock: where time comes from (tests inject one).
+    """
+    return Engine(home, durability=durability, create=create, map_size=map_size,
+                  max_size=max_size, lease_ttl=lease_ttl, approval_key=approval_key,
+                  clock=clock)
 
 
 __all__ = ["Engine", "FINISHED_STATUSES", "open"]

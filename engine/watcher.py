@@ -22,6 +22,7 @@ import watchfiles
 
 from . import signing
 from .inbox import Inbox
+from .recovery import RecoverReport
 from .runtime import Engine
 
 
@@ -48,17 +49,16 @@ class Watcher:
         for f in files:
             verdict = "accepted" if f.accepted else "rejected"
             self.log(f"file {verdict}: {f.name} ({f.reason})")
-        self.engine.skipped.clear()
-        known = dict(self.engine.blocked)
-        runs = [] if self.stop.is_set() else self.engine.recover(
+        report = RecoverReport() if self.stop.is_set() else self.engine.recover(
             max_age=self.max_orphan_age, max_attempts=self.max_attempts)
+        runs = list(report)
         for run in runs:
             self.log(f"run {run.run_id}: {run.status.value.lower()}"
                      + (f" (waiting on {run.waiting['approval_id']})" if run.waiting else ""))
-        for run_id, seen in self.engine.blocked.items():
-            if known.get(run_id) != seen:  # said once, not at every rescan
-                self.log(f"run {run_id}: blocked, recorded on the run; serving the others: "
-                         f"{seen[0]}")
+        for entry in report.blocked:
+            if entry.recorded_now:  # said once, not at every rescan
+                self.log(f"run {entry.run_id}: blocked, recorded on the run; serving the "
+                         f"others: {entry.reason}")
         return {"files": files, "runs": runs}
 
     def serve(self) -> None:

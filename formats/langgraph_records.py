@@ -1,4 +1,4 @@
-"""Records of LangGraph threads kept by ``engine.langgraph_saver.BideSaver``.
+"""Records of LangGraph threads kept by ``bide.langgraph.BideSaver``.
 
 A LangGraph thread is a bide run (``run_id`` is the thread id, flow ``"langgraph"``)
 and its records share the log with bide's own. Channel values, checkpoints and

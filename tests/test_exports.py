@@ -1,11 +1,16 @@
 """The public surface is exactly what ``__all__`` lists, sorted (httpx's habit)."""
 
+import subprocess
+import sys
+
 import bide
+import pytest
 
 
 def test_all_is_sorted_and_complete():
     assert bide.__all__ == sorted(bide.__all__)
-    public = {n for n in dir(bide) if not n.startswith("_")} - {"engine", "formats", "bench", "cli"}
+    public = {n for n in dir(bide) if not n.startswith("_")} - {"engine", "formats", "bench", "cli",
+                                                                    "langgraph"}
     assert public == set(bide.__all__)
 
 
@@ -38,3 +43,44 @@ def test_record_errors_are_exported_under_record_error():
 def test_store_errors_are_exported_under_store_error():
     for name in ("ReadOnlyHome", "StoreFull", "DurabilityLost", "NotAHome"):
         assert name in bide.__all__ and issubclass(getattr(bide, name), bide.StoreError)
+
+
+def test_bide_langgraph_is_a_submodule_that_loads_langgraph_only_when_used():
+    code = ("import sys, bide, bide.langgraph\n"
+            "assert 'langgraph' not in sys.modules, 'import bide loaded LangGraph'\n"
+            "assert bide.langgraph.__all__ == ['BideSaver']\n"
+            "print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_from_bide_langgraph_import_bidesaver():
+    pytest.importorskip("langgraph.checkpoint.base")
+    from bide.engine.langgraph.saver import BideSaver as same  # where the alias points
+    from bide.langgraph import BideSaver
+
+    assert BideSaver is same and BideSaver.__name__ == "BideSaver"
+
+
+def test_the_old_langgraph_path_still_works_with_a_deprecation_warning():
+    pytest.importorskip("langgraph.checkpoint.base")
+    sys.modules.pop("bide.engine.langgraph_saver", None)
+    with pytest.warns(DeprecationWarning, match="from bide.langgraph import BideSaver"):
+        from bide.engine.langgraph_saver import BideSaver
+    assert BideSaver is bide.langgraph.BideSaver
+
+
+def test_issue_12_surface_names_are_public(tmp_path):
+    """Everything the CLI does is reachable from the root (issue 12, item 2)."""
+    for name in ("CompactReport", "DoctorReport", "PruneReport", "RecoverReport",
+                 "RecoveredRun", "UnknownKey", "Watcher", "check_run_id", "compact",
+                 "read_approval_key"):
+        assert name in bide.__all__, name
+    for method in ("cancel", "fork", "doctor", "prune", "stats", "show", "log", "diff",
+                   "export", "run_rows", "checkpoint_rows", "state_at", "intent_rows",
+                   "drop_decision", "recover"):
+        assert callable(getattr(bide.Engine, method)), method
+    with bide.open(tmp_path / "home", durability="fast") as engine:
+        assert not hasattr(engine, "skipped")  # recover's report replaced the side channel
+    assert issubclass(bide.UnknownKey, bide.RunError)

@@ -12,7 +12,7 @@ pytest.importorskip("langgraph")
 
 import bide  # noqa: E402
 from bide.cli import main  # noqa: E402
-from bide.engine.langgraph_saver import BideSaver  # noqa: E402
+from bide.langgraph import BideSaver  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 

@@ -29,11 +29,11 @@ pytest.importorskip("langgraph.checkpoint.base")
 pytest.importorskip("langgraph.graph")
 
 from bide.engine.index import DERIVED, apply  # noqa: E402
-from bide.engine.langgraph_saver import BideSaver  # noqa: E402
 from bide.engine.langgraph_store import NotALangGraphThread, needed  # noqa: E402
 from bide.engine.lmdb_store import LMDBStore  # noqa: E402
 from bide.formats import RunCreated, decode, encode  # noqa: E402
 from bide.formats.langgraph_records import LGBlob, LGCheckpoint, LGWrites  # noqa: E402
+from bide.langgraph import BideSaver  # noqa: E402
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 
@@ -155,7 +155,7 @@ WORKER = textwrap.dedent('''
     from typing import Annotated, TypedDict
     from langgraph.graph import StateGraph, START, END
     from langgraph.types import Command, interrupt
-    from bide.engine.langgraph_saver import BideSaver
+    from bide.langgraph import BideSaver
 
     home, counts, phase = sys.argv[1], sys.argv[2], sys.argv[3]
     CFG = {"configurable": {"thread_id": "t-1"}}
@@ -292,7 +292,7 @@ LOOPER = textwrap.dedent('''
     import operator, sys
     from typing import Annotated, TypedDict
     from langgraph.graph import StateGraph, START, END
-    from bide.engine.langgraph_saver import BideSaver
+    from bide.langgraph import BideSaver
 
     home, thread, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 

@@ -91,7 +91,7 @@ SAVER_PER_THREAD = PRELUDE + textwrap.dedent('''
     import operator
     from typing import Annotated, TypedDict
     from langgraph.graph import END, START, StateGraph
-    from bide.engine.langgraph_saver import BideSaver
+    from bide.langgraph import BideSaver
 
     class S(TypedDict):
         items: Annotated[list, operator.add]

@@ -138,12 +138,17 @@ def test_a_corrupt_record_blocks_only_its_run(home: Path) -> None:
         assert e._head("corrupt").lease_owner is None  # any worker may retry once repaired
 
 
-def test_recover_reports_a_blocked_run_as_skipped(home: Path) -> None:
+def test_recover_reports_a_blocked_run_as_not_advanced(home: Path) -> None:
     _submit(home, evolving_app.OLD, "evolve", "broken")
     with bide.open(home, durability="fast") as e:
         e.register(*evolving_app.NEW)
-        assert e.recover() == []
-        assert [run_id for run_id, _ in e.skipped] == ["broken"]
+        report = e.recover()
+        assert report == []
+        assert [entry.run_id for entry in report.blocked] == ["broken"]
+        assert report.skipped == () and report.given_up == ()
+        assert report.blocked[0].recorded_now and "FlowMismatch" in report.blocked[0].reason
+        again = e.recover()  # the same block, already recorded: reported, not recorded again
+        assert [(x.run_id, x.recorded_now) for x in again.blocked] == [("broken", False)]
 
 
 def test_a_node_that_raises_fails_its_run_and_the_others_go_on(home: Path) -> None:

@@ -1,0 +1,162 @@
+"""The Engine methods that front the read side, upkeep and the inbox door.
+
+``bide`` is the one public surface (the CLI uses nothing else): these methods
+are thin, typed delegations to the modules that do the work (``inspect``,
+``operations``, ``maintenance``, ``inbox``), kept out of ``runtime`` so that
+module stays about running flows. ``Engine`` inherits them.
+
+The readers return plain JSON-ready data (dicts and lists, as ``bide ... --json``
+prints them) and each reads one consistent snapshot, so they work while other
+processes write.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from . import inspect, maintenance, operations, signing
+from .inbox import drop_decision
+from .maintenance import DoctorReport, PruneReport
+from .runs import Status
+
+if TYPE_CHECKING:
+    from .runtime import Engine
+
+
+class Surface:
+    """Mixed into ``Engine``: reading runs as data, acting on them, keeping the store."""
+
+    def _engine(self) -> Engine:
+        return cast("Engine", self)
+
+    # -- reading ----------------------------------------------------------------
+    def run_rows(self, *, status: Status | str | None = None, flow: str | None = None,
+                 limit: int | None = None) -> list[dict[str, Any]]:
+        """One row per run, newest first, with what it waits on and whether its lease
+        is live (``bide runs``). Raises UnknownStatus for a status that does not exist."""
+        return inspect.runs(self._engine(), status=status, flow=flow, limit=limit)
+
+    def show(self, run_id: str) -> dict[str, Any]:
+        """The run's snapshot: status, version, committed nodes, pending writes, what it
+        waits on, its lease, error and policy (``bide show``). Raises UnknownRun."""
+        return inspect.show(self._engine(), run_id)
+
+    def log(self, run_id: str) -> list[dict[str, Any]]:
+        """Every record of the run in log order: seq, type, bytes, time, a one-line
+        summary and the record itself; an unreadable one says why (``bide log``)."""
+        return inspect.log(self._engine(), run_id)
+
+    def checkpoint_rows(self, run_id: str) -> list[dict[str, Any]]:
+        """``checkpoints`` as JSON-ready rows (``bide checkpoints``).
+
+        Raises:
+            UnknownRun. LangGraphThread: the run is a LangGraph thread.
+        """
+        return inspect.checkpoints(self._engine(), run_id)
+
+    def state_at(self, run_id: str, version: int | None = None) -> tuple[int, dict[str, Any]]:
+        """``(version, state)`` at the latest checkpoint or at ``version`` (``bide state``).
+
+        Raises:
+            UnknownRun, UnknownVersion. LangGraphThread: the run is a LangGraph thread.
+        """
+        return inspect.state(self._engine(), run_id, version)
+
+    def diff(self, run_id: str, v1: int, v2: int) -> list[dict[str, Any]]:
+        """Which state keys changed from version ``v1`` to ``v2`` and how (added, removed,
+        appended, merged, changed), with both values (``bide diff``)."""
+        return inspect.diff(self._engine(), run_id, v1, v2)
+
+    def intent_rows(self, run_id: str | None = None, *, unknown: bool = False
+                    ) -> list[dict[str, Any]]:
+        """Tool calls with every field of their intent (``bide intents``).
+
+        With ``unknown``: only calls in doubt (prepared with no outcome, or waiting
+        for a human) of runs no live worker is advancing, across all runs unless
+        ``run_id`` is given.
+        """
+        return inspect.intents(self._engine(), run_id, unknown=unknown)
+
+    def export(self, run_id: str) -> dict[str, Any]:
+        """Everything stored about one run, as one JSON-ready document (``bide export``)."""
+        return inspect.export(self._engine(), run_id)
+
+    # -- acting on runs ----------------------------------------------------------
+    def cancel(self, run_id: str, reason: str | None = None) -> bool:
+        """Stop a run for good (``CANCELLED``); its records are kept and a worker holding
+        it is fenced out. Returns False if it already was cancelled.
+
+        Raises:
+            UnknownRun. NotCancellable: the run is DONE.
+        """
+        return operations.cancel(self._engine(), run_id, reason)
+
+    def fork(self, run_id: str, version: int, *, new_id: str | None = None) -> str:
+        """Start a PENDING run from the state of ``run_id`` at checkpoint ``version``.
+
+        Returns:
+            The new run's id (``<run_id>-fork-xxxxxx`` unless ``new_id`` is given).
+
+        Raises:
+            UnknownRun, UnknownVersion, RunExists. ValueError: an unusable ``new_id``.
+        """
+        return operations.fork(self._engine(), run_id, version, new_id)
+
+    def drop_decision(self, approval_id: str, decision: str, *, by: str | None = None,
+                      reason: str | None = None, result: Any = None,
+                      key: bytes | None = None) -> Path:
+        """Write a decision file into the inbox, for a watcher to apply: the door people
+        and other programs use (``bide approve``).
+
+        It is checked first, so no file is written that the watcher would refuse: the
+        home's key requirement (``key`` signs the file), and that the request exists,
+        takes this decision and is neither decided nor expired.
+
+        Returns:
+            The file written.
+
+        Raises:
+            ApprovalKeyError, UnknownApproval, DecisionNotAllowed, DecisionRefused.
+        """
+        engine = self._engine()
+        required = signing.requirement(engine.home)
+        if required is not None:
+            signing.check_key(engine.home, key, required)
+        req = engine.check_decision(approval_id, decision)
+        return drop_decision(engine.home, approval_id, decision, by=by, reason=reason,
+                             run_id=req["run_id"], digest=req["digest"], result=result,
+                             key=key)
+
+    # -- the store -----------------------------------------------------------------
+    def doctor(self, *, rebuild: bool = False) -> DoctorReport:
+        """Check every record's checksum and that the indexes equal a replay of the log;
+        with ``rebuild``, first rewrite the indexes from the log (``bide doctor``).
+
+        Raises:
+            LogUnreadable: ``rebuild`` was asked but some records cannot be read.
+        """
+        return maintenance.doctor(self._engine().store, rebuild=rebuild)
+
+    def prune(self, *, keep: int = 1, finished_older_than: float | None = None,
+              dry_run: bool = False) -> PruneReport:
+        """Remove old checkpoints (never what a run needs to resume) and, with
+        ``finished_older_than`` seconds, old finished runs whole (``bide prune``).
+
+        Raises:
+            ValueError: ``keep`` < 1. LogUnreadable: some records cannot be read.
+        """
+        return maintenance.prune(self._engine().store, keep=keep,
+                                 finished_older_than=finished_older_than, dry_run=dry_run)
+
+    def stats(self) -> dict[str, Any]:
+        """Store size and map usage, records by type, runs by status, tool calls in
+        doubt and decisions waiting (``bide stats``)."""
+        return maintenance.stats(self._engine().store)
+
+
+def read_approval_key(path: str | os.PathLike[str]) -> bytes:
+    """The HMAC key in a file (surrounding whitespace stripped), for ``approval_key=``
+    and ``Engine.drop_decision(key=)``."""
+    return signing.read_key(path)
