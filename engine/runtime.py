@@ -45,7 +45,7 @@ from .permissions import private_dir
 from .policy import Policy
 from .runs import CheckpointInfo, Run, Status
 from .state import materialize
-from .store import Reader, lease_expires
+from .store import Reader, Store, lease_expires
 
 MAX_RUN_ID = 128
 
@@ -66,10 +66,14 @@ class Engine:
                  create: bool = True, map_size: int = DEFAULT_MAP_SIZE,
                  max_size: int = DEFAULT_MAX_SIZE, lease_ttl: float = 30.0,
                  approval_key: bytes | str | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, store: Store | None = None) -> None:
         self.home = Path(home)
-        self.store = LMDBStore(self.home, durability=durability, create=create,
-                               map_size=map_size, max_size=max_size, clock=clock)
+        # ``store``: records kept elsewhere than ``<home>/store`` (the home still holds
+        # the inbox); the engine then uses its durability
+        self.store: Store = store if store is not None else LMDBStore(
+            self.home, durability=durability, create=create, map_size=map_size,
+            max_size=max_size, clock=clock)
+        durability = self.store.durability
         if create and self.store.readonly is None:  # a reading open changes nothing on disk
             for sub in ("inbox", "requests"):
                 private_dir(self.home / sub)
