@@ -33,6 +33,7 @@ from ..formats import (
 )
 from . import faults
 from .errors import StoreError
+from .extensions import owner
 from .index import (
     DERIVED,
     FINISHED_STATUSES,
@@ -377,7 +378,12 @@ def needed(items: list[tuple[int, int, Record]], keep: int) -> set[int]:
     kept = set()
     cps = [(seq, r) for seq, _, r in items if isinstance(r, Checkpoint)]
     last_lease = max((seq for seq, _, r in items if isinstance(r, LeaseAcquired)), default=-1)
+    owners = {ext for _, _, r in items if (ext := owner(r)) is not None}
+    for ext in owners:  # a record family of an index extension keeps by its own rule
+        kept |= ext.retain(items, keep)
     for seq, _, r in items:
+        if owner(r) is not None:
+            continue
         if not isinstance(r, _PRUNABLE):
             kept.add(seq)
         elif isinstance(r, (LeaseAcquired, LeaseReleased)) and seq >= last_lease:

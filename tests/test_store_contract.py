@@ -361,3 +361,11 @@ def test_readers_and_scans_see_one_snapshot(open_store):
     info = store.info()
     assert info["used_bytes"] > 0 and info["durability"] == "fast"
     assert store.reader_check() >= 0
+
+
+def test_the_core_index_names_no_extension():
+    from bide.engine import extensions, index
+    source = Path(index.__file__).read_text().lower()
+    assert "langgraph" not in source and " lg" not in source
+    for ext in extensions.EXTENSIONS:
+        assert set(ext.tables) <= set(index.DERIVED)
