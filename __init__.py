@@ -47,9 +47,11 @@ from .engine.errors import (
     UnknownVersion,
 )
 from .engine.flow import END, Flow, append, merge
+from .engine.memory_store import MemoryStore
 from .engine.policy import Policy
 from .engine.runs import CheckpointInfo, Run, Status
 from .engine.runtime import Engine, open
+from .engine.store import Store, WriteEvent
 from .engine.tools import Outcome, Tool, tool
 
 __version__ = "0.1.0"
@@ -70,6 +72,7 @@ __all__ = [
     "Flow",
     "FlowError",
     "FlowMismatch",
+    "MemoryStore",
     "NewerSchema",
     "NewerStore",
     "NodeFailed",
@@ -90,6 +93,7 @@ __all__ = [
     "StaleLease",
     "StateNotSerializable",
     "Status",
+    "Store",
     "StoreError",
     "StoreFull",
     "Tool",
@@ -102,6 +106,7 @@ __all__ = [
     "UnknownRun",
     "UnknownStatus",
     "UnknownVersion",
+    "WriteEvent",
     "append",
     "merge",
     "open",

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..formats import (
@@ -253,7 +254,7 @@ def doctor(store: Store, *, rebuild: bool = False) -> DoctorReport:
     with store.reader() as r:
         report = check(r)
     report.rebuilt = rebuild
-    report.warnings = exposure(store.home)
+    report.warnings = exposure(Path(store.home))  # a non-file store's name: nothing
     return report
 
 

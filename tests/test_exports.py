@@ -38,3 +38,11 @@ def test_record_errors_are_exported_under_record_error():
 def test_store_errors_are_exported_under_store_error():
     for name in ("ReadOnlyHome", "StoreFull", "DurabilityLost", "NotAHome"):
         assert name in bide.__all__ and issubclass(getattr(bide, name), bide.StoreError)
+
+
+def test_store_seam_names_are_public():
+    assert {"MemoryStore", "Store", "WriteEvent"} <= set(bide.__all__)
+    assert "store" in bide.Engine.__init__.__code__.co_varnames  # bide.open(home, store=...)
+    store = bide.MemoryStore()
+    assert isinstance(store.on_commit(lambda event: None), type(lambda: None))
+    store.close()

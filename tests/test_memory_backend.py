@@ -40,3 +40,30 @@ def test_an_engine_on_a_memory_store_runs_and_reopens(tmp_path: Path) -> None:
     with bide.open(tmp_path / "home", store=MemoryStore(name, create=False)) as eng:
         assert eng.get("r1").status == "DONE"
     assert not (tmp_path / "home" / "store").exists()
+
+
+def test_doctor_prune_and_stats_work_on_a_memory_store(tmp_path: Path) -> None:
+    from bide.engine import maintenance
+
+    flow = bide.Flow("steps")
+
+    @flow.node(start=True)
+    def one(state, ctx):
+        return {"n": 1}
+
+    @flow.node(after=["one"])
+    def two(state, ctx):
+        return {"n": 2}
+
+    with bide.open(tmp_path / "home", store=MemoryStore()) as eng:
+        eng.register(flow)
+        eng.start("steps", run_id="r", policy=bide.Policy(snapshot="full"))
+        store = eng.store
+        assert maintenance.doctor(store).ok
+        assert maintenance.doctor(store, rebuild=True).ok
+        before = maintenance.stats(store)["total_records"]
+        pruned = maintenance.prune(store, keep=1)
+        assert pruned.records > 0 and pruned.runs_trimmed == {"r": pruned.records}
+        assert maintenance.stats(store)["total_records"] == before - pruned.records
+        assert maintenance.doctor(store).ok
+        assert eng.state("r") == {"n": 2}
