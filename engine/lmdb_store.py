@@ -52,7 +52,7 @@ from .index import (
     with_checksum,
 )
 from .permissions import PRIVATE_FILE, private_dir
-from .store import LEASES, LOG, Check, Logged, Observer, WriteEvent, lease_expires, notify
+from .store import LEASES, LOG, Check, Logged, Observer, WriteEvent, check_fence, notify
 
 STORE_FORMAT = 2  # 2: derived index values carry a checksum (index.with_checksum)
 META = "meta"
@@ -591,14 +591,7 @@ class LMDBStore:
                 apply(tables, seq, *items[seq])
 
     def _check_fence(self, reader: LMDBReader, run_id: str, token: int) -> None:
-        if faults.switch("no_fencing"):
-            return
-        head = reader.head(run_id)
-        current = None if head is None else head.lease_token
-        if current != token or head is None or head.lease_owner is None:
-            raise StaleLease(run_id, token, current)
-        if lease_expires(reader, head) < self.clock():
-            raise StaleLease(run_id, token, current)
+        check_fence(reader, run_id, token, self.clock())
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
         from ..formats import pack_value

@@ -42,7 +42,7 @@ from .index import (
     seq_key,
     seq_of,
 )
-from .store import LEASES, LOG, Check, Logged, Observer, WriteEvent, lease_expires, notify
+from .store import LEASES, LOG, Check, Logged, Observer, WriteEvent, check_fence, notify
 
 SCHEME = "memory:"
 _TABLES = (LOG, LEASES, *DERIVED)
@@ -246,14 +246,7 @@ class MemoryStore:
         return seqs
 
     def _check_fence(self, reader: MemoryReader, run_id: str, token: int) -> None:
-        if faults.switch("no_fencing"):
-            return
-        head = reader.head(run_id)
-        current = None if head is None else head.lease_token
-        if current != token or head is None or head.lease_owner is None:
-            raise StaleLease(run_id, token, current)
-        if lease_expires(reader, head) < self.clock():
-            raise StaleLease(run_id, token, current)
+        check_fence(reader, run_id, token, self.clock())
 
     def delete(self, select: Callable[[MemoryReader], Iterable[int]]) -> list[int]:
         """Remove log records and refold their runs, as ``LMDBStore.delete`` does."""

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..formats import Record
+from . import faults
+from .errors import StaleLease
 from .index import ApprovalState, IntentState, RunHead
 
 Check = Callable[["Reader"], None]
@@ -196,3 +198,19 @@ def lease_expires(reader: Reader, head: RunHead) -> float:
     if renewed is not None and renewed[0] == head.lease_token:
         return max(head.lease_expires, renewed[1])
     return head.lease_expires
+
+
+def check_fence(reader: Reader, run_id: str, token: int, now: float) -> None:
+    """Refuse a fenced commit unless ``token`` holds the run's lease and it is live at ``now``.
+
+    Raises:
+        StaleLease: the lease was taken over, released, or expired.
+    """
+    if faults.switch("no_fencing"):
+        return
+    head = reader.head(run_id)
+    current = None if head is None else head.lease_token
+    if current != token or head is None or head.lease_owner is None:
+        raise StaleLease(run_id, token, current)
+    if lease_expires(reader, head) < now:
+        raise StaleLease(run_id, token, current)
