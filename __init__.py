@@ -53,10 +53,12 @@ from .engine.errors import (
 from .engine.flow import END, Flow, append, merge
 from .engine.inspect import UnknownKey
 from .engine.maintenance import DoctorReport, PruneReport
+from .engine.memory_store import MemoryStore
 from .engine.policy import Policy
 from .engine.recovery import RecoveredRun, RecoverReport
 from .engine.runs import CheckpointInfo, Run, Status
 from .engine.runtime import Engine, check_run_id, open
+from .engine.store import Store, WriteEvent
 from .engine.surface import read_approval_key
 from .engine.tools import Outcome, Tool, tool
 from .engine.watcher import Watcher
@@ -85,6 +87,7 @@ __all__ = [
     "Flow",
     "FlowError",
     "FlowMismatch",
+    "MemoryStore",
     "NewerSchema",
     "NewerStore",
     "NodeFailed",
@@ -108,6 +111,7 @@ __all__ = [
     "StaleLease",
     "StateNotSerializable",
     "Status",
+    "Store",
     "StoreError",
     "StoreFull",
     "Tool",
@@ -122,6 +126,7 @@ __all__ = [
     "UnknownStatus",
     "UnknownVersion",
     "Watcher",
+    "WriteEvent",
     "append",
     "check_run_id",
     "compact",

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..engine.runtime import Engine
 from ..engine.runtime import open as open_home
+from ..engine.store import WriteEvent
 from . import floor
 from .memory import run_in_memory
 from .policies import BenchPolicy
@@ -44,24 +45,18 @@ def median_time(fn: Callable[[], Any], repeat: int) -> float:
 @contextmanager
 def instrumented(engine: Engine) -> Iterator[dict[str, list[Any]]]:
     """Count write transactions and capture which log seqs each commit wrote."""
-    store = engine.store
     seen: dict[str, list[Any]] = {"writes": [], "groups": []}
-    write, commit = store._write, store.commit
 
-    def counting_write(body: Any) -> Any:
-        seen["writes"].append(1)
-        return write(body)
+    def count(event: WriteEvent) -> None:
+        seen["writes"].append(1)  # every write transaction, refused ones included
+        if event.kind == "commit" and not event.refused:
+            seen["groups"].append(list(event.seqs))
 
-    def capturing_commit(*args: Any, **kwargs: Any) -> list[int]:
-        seqs = commit(*args, **kwargs)
-        seen["groups"].append(list(seqs))
-        return seqs
-
-    store._write, store.commit = counting_write, capturing_commit  # type: ignore[method-assign]
+    stop = engine.store.on_commit(count)
     try:
         yield seen
     finally:
-        del store._write, store.commit
+        stop()
 
 
 def baseline_seconds(w: Workload, repeat: int) -> float:

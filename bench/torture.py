@@ -83,32 +83,21 @@ def in_child(trial: Path, name: str, fn: Callable[[], Any], *, kill_after: float
 def _arm(trial: Path, spec: str | None, switches: str, *, log_commits: bool = True) -> None:
     """In a child: trace every point hit, arm the fault, log every commit's seqs."""
     from bide.engine import faults
-    from bide.engine.lmdb_store import LMDBStore
+    from bide.engine.store import WriteEvent, observe
 
     os.environ["BIDE_FAULT_TRACE"] = str(trial / "trace")
     faults.configure(spec, switches=switches)
     if not log_commits:
         return
     commits = trial / "commits"
-    local = threading.local()
-    commit, write = LMDBStore.commit, LMDBStore._write
 
-    def logged_commit(self: Any, *a: Any, **k: Any) -> Any:
-        local.on = True
-        try:
-            return commit(self, *a, **k)
-        finally:
-            local.on = False
-
-    def logged_write(self: Any, body: Any) -> Any:
-        result = write(self, body)
-        if getattr(local, "on", False) and result:  # durable now: must survive any crash
+    def logged(event: WriteEvent) -> None:
+        if event.kind == "commit" and event.seqs:  # durable now: must survive any crash
             fd = os.open(commits, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            os.write(fd, "".join(f"{s}\n" for s in result).encode())
+            os.write(fd, "".join(f"{s}\n" for s in event.seqs).encode())
             os.close(fd)
-        return result
 
-    LMDBStore.commit, LMDBStore._write = logged_commit, logged_write  # type: ignore[method-assign]
+    observe(logged)
 
 
 def _crash_child(trial: Path, workload: str, durability: str, spec: str | None,

@@ -41,7 +41,7 @@ import lmdb
 from . import faults, lmdb_store
 from .errors import NotAHome, ReadOnlyHome, StoreError
 from .index import DERIVED
-from .lmdb_store import LEASES, LOG, META, LMDBReader
+from .lmdb_store import LOG
 from .maintenance import DoctorReport, check
 from .permissions import PRIVATE_DIR, PRIVATE_FILE
 
@@ -180,14 +180,8 @@ def _copy(store: Path, tmp: Path) -> tuple[int, int]:
 
 
 def _verify(path: Path, records: int, what: str) -> DoctorReport:
-    size = max((path / "data.mdb").stat().st_size, _MIN_MAP)
-    env = lmdb.open(str(path), map_size=size, max_dbs=len(DERIVED) + 4, mode=PRIVATE_FILE)
-    try:
-        dbs = {name: env.open_db(name.encode()) for name in (LOG, META, LEASES, *DERIVED)}
-        with env.begin() as txn:
-            report = check(LMDBReader(txn, dbs))
-    finally:
-        env.close()
+    with lmdb_store.read_copy(path) as reader:
+        report = check(reader)
     if not report.ok or report.records != records:
         found = "; ".join(str(p) for p in report.problems[:3]) or \
             f"{report.records} records instead of {records}"

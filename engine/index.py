@@ -27,10 +27,10 @@ from ..formats import (
 )
 from ..formats.envelope import INDEX_MAGIC, frame_index, unframe_index
 from ..formats.errors import CorruptIndex
-from . import langgraph_index as lg
+from .extensions import EXTENSIONS, owner
 
 RUNS, RUNLOG, INTENTS, APPROVALS = "runs", "runlog", "intents", "approvals"
-DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS, *lg.LG_TABLES)
+DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS, *(t for ext in EXTENSIONS for t in ext.tables))
 WAITING_STATUSES = ("WAITING_APPROVAL", "NEEDS_RECONCILIATION")
 FINISHED_STATUSES = ("DONE", "FAILED", "CANCELLED")
 
@@ -134,7 +134,7 @@ class ApprovalState(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 # Tables of structs, framed with a checksum by ``pack_value`` (store format 2); the run
-# log's type tags are framed too (``runlog_value``). LangGraph's entries are not (yet).
+# log's type tags are framed too (``runlog_value``). Extensions' tables are not (yet).
 CHECKSUMMED: dict[str, type] = {RUNS: RunHead, INTENTS: IntentState, APPROVALS: ApprovalState}
 FRAMED = (*CHECKSUMMED, RUNLOG)
 
@@ -196,7 +196,8 @@ def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
     """Fold one log record into the derived tables."""
     run_id: str = record.run_id  # type: ignore[attr-defined]
     tables.put(RUNLOG, runlog_key(run_id, seq), runlog_value(record.TYPE))
-    lg.fold_tables(tables, seq, record)
+    if (ext := owner(record)) is not None:
+        ext.fold_tables(tables, seq, record)
     if isinstance(record, RunCreated):
         head = RunHead(
             run_id=run_id, flow=record.flow, status=record.status,
@@ -250,8 +251,8 @@ def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
             _fold_approval_requested(tables, record)
         case ApprovalDecided():
             _fold_approval_decided(tables, record)
-        case _ if lg.is_langgraph(record):
-            lg.fold_head(tables, head, seq, record)
+        case _ if (ext := owner(record)) is not None:
+            ext.fold_head(tables, head, seq, record)
 
 
 def keys_of(seq: int, record: Record) -> list[tuple[str, bytes]]:
@@ -272,7 +273,8 @@ def keys_of(seq: int, record: Record) -> list[tuple[str, bytes]]:
                 keys.append((INTENTS, intent_key(run_id, record.intent)))
         case ApprovalDecided():  # its intent is named by the request, in the same run
             keys.append((APPROVALS, record.approval_id.encode()))
-    return keys + lg.keys_of(seq, record)
+    ext = owner(record)
+    return keys + (ext.keys_of(seq, record) if ext is not None else [])
 
 
 def _fold_intent_prepared(tables: Tables, r: IntentPrepared) -> None:

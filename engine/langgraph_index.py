@@ -3,7 +3,9 @@
 ``index.apply`` calls :func:`fold_tables` and :func:`fold_head` for every LangGraph
 record; they only get and put, so a rebuild from the log gives the same entries.
 Retention clears :func:`keys_of` of a thread's records and replays what it keeps
-(``LMDBStore.delete``). Nothing here imports LangGraph.
+(``Store.delete``); :func:`retain` is what ``prune --keep`` keeps of a thread.
+``LANGGRAPH`` hands all of this to the core index as an extension
+(``extensions.py``). Nothing here imports LangGraph.
 
 All entries live in ONE derived table, ``langgraph``, and what one commit writes
 sits together: a checkpoint's entry, its writes, its flags and the thread's
@@ -30,7 +32,14 @@ import struct
 from typing import Any, Protocol
 
 from ..formats import pack
-from ..formats.langgraph_records import LGBlob, LGCheckpoint, LGWrites, Version
+from ..formats.langgraph_records import (
+    LANGGRAPH_RECORDS,
+    LGBlob,
+    LGCheckpoint,
+    LGWrites,
+    Version,
+)
+from .extension import Extension
 
 LG = "langgraph"
 LG_TABLES = (LG,)
@@ -259,5 +268,49 @@ def keys_of(seq: int, record: Any) -> list[tuple[str, bytes]]:
     return [(LG, key) for key in keys]
 
 
-def is_langgraph(record: Any) -> bool:
-    return isinstance(record, (LGBlob, LGCheckpoint, LGWrites))
+# -- retention ------------------------------------------------------------------
+def retain(items: list[tuple[int, int, Any]], keep: int) -> set[int]:
+    """Of one thread's records, the LangGraph ones ``prune --keep`` keeps.
+
+    Each namespace keeps its ``keep`` newest checkpoints (by id, as "latest" is
+    folded), every write against them or against a checkpoint not stored (yet:
+    LangGraph may write before it checkpoints), and the blobs their channel
+    versions read, with the delta chains under them. Blobs newer than the
+    thread's last checkpoint are kept for the checkpoint they were written for.
+    """
+    cps: dict[str, dict[str, list[int]]] = {}
+    newest: dict[tuple[str, str], LGCheckpoint] = {}
+    blobs: dict[bytes, int] = {}
+    records: dict[int, Any] = {}
+    for seq, _, r in items:
+        records[seq] = r
+        if isinstance(r, LGCheckpoint):
+            cps.setdefault(r.ns, {}).setdefault(r.checkpoint_id, []).append(seq)
+            newest[(r.ns, r.checkpoint_id)] = r  # a put again of an id replaces it
+        elif isinstance(r, LGBlob):
+            blobs[blob_key(r.run_id, r.ns, r.channel, r.version)] = seq  # last one wins
+    kept_ids = {(ns, cid) for ns, by_id in cps.items() for cid in sorted(by_id)[-keep:]}
+    last_cp = max((s for by_id in cps.values() for seqs in by_id.values() for s in seqs),
+                  default=-1)
+    kept: set[int] = set()
+    for seq, _, r in items:
+        if isinstance(r, LGWrites) and ((r.ns, r.checkpoint_id) in kept_ids
+                                        or r.checkpoint_id not in cps.get(r.ns, {})):
+            kept.add(seq)
+        elif isinstance(r, LGBlob) and seq > last_cp:
+            kept.add(seq)
+    for ns, cid in kept_ids:
+        kept.update(cps[ns][cid])
+        cp = newest[(ns, cid)]
+        for channel, version in cp.versions.items():
+            at = blobs.get(blob_key(cp.run_id, ns, channel, version))
+            while at is not None and at not in kept and at in records:
+                kept.add(at)
+                base = records[at].base
+                at = base if base >= 0 else None
+    return kept
+
+
+LANGGRAPH = Extension(name="langgraph", tables=LG_TABLES, records=LANGGRAPH_RECORDS,
+                      fold_tables=fold_tables, fold_head=fold_head, keys_of=keys_of,
+                      retain=retain)

@@ -52,10 +52,10 @@ from .index import (
     with_checksum,
 )
 from .permissions import PRIVATE_FILE, private_dir
-from .store import Check, lease_expires
+from .store import LEASES, LOG, Check, Logged, Observer, WriteEvent, check_fence, notify
 
 STORE_FORMAT = 2  # 2: derived index values carry a checksum (index.with_checksum)
-LOG, META, LEASES = "log", "meta", "leases"
+META = "meta"
 _HIGH_WATER = b"deleted_last_seq"  # seqs are never given twice, even after `delete`
 DEFAULT_MAP_SIZE = 64 << 20
 DEFAULT_MAX_SIZE = 1 << 40
@@ -403,6 +403,8 @@ def _check_home(path: Path, create: bool) -> None:
 class LMDBStore:
     """A home's ``store/`` directory as an LMDB environment."""
 
+    _observers: tuple[Observer, ...] = ()  # see on_commit
+
     def __init__(
         self,
         home: str | os.PathLike[str],
@@ -524,7 +526,12 @@ class LMDBStore:
             return seqs
 
         faults.point("before_commit")
-        seqs = self._write(body)
+        try:
+            seqs = self._write(body)
+        except StaleLease:
+            self._notify(WriteEvent("commit", fence=fence, refused=True))
+            raise
+        self._notify(WriteEvent("commit", tuple(seqs), fence))
         faults.point("after_commit")
         return seqs
 
@@ -563,7 +570,9 @@ class LMDBStore:
                 txn.put(_HIGH_WATER, seq_key(last), db=self.dbs[META])
             return sorted(doomed)
 
-        return self._write(body)
+        removed = self._write(body)
+        self._notify(WriteEvent("delete", tuple(removed)))
+        return removed
 
     def _refold(self, reader: LMDBReader, tables: TxnTables, run_id: str,
                 doomed: dict[int, Record]) -> None:
@@ -582,14 +591,7 @@ class LMDBStore:
                 apply(tables, seq, *items[seq])
 
     def _check_fence(self, reader: LMDBReader, run_id: str, token: int) -> None:
-        if faults.switch("no_fencing"):
-            return
-        head = reader.head(run_id)
-        current = None if head is None else head.lease_token
-        if current != token or head is None or head.lease_owner is None:
-            raise StaleLease(run_id, token, current)
-        if lease_expires(reader, head) < self.clock():
-            raise StaleLease(run_id, token, current)
+        check_fence(reader, run_id, token, self.clock())
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
         from ..formats import pack_value
@@ -601,7 +603,9 @@ class LMDBStore:
             txn.put(run_id.encode(), pack_value([token, expires_at]), db=self.dbs[LEASES])
             return True
 
-        return self._write(body)
+        renewed = self._write(body)
+        self._notify(WriteEvent("renew_lease", fence=(run_id, token), refused=not renewed))
+        return renewed
 
     def _guard(self, write: bool) -> None:
         if self._closed:
@@ -707,3 +711,45 @@ class LMDBStore:
     def reader_check(self) -> int:
         """Clear reader slots left by dead processes (they pin old pages)."""
         return 0 if self.readonly is not None else self.env.reader_check()
+
+    def rebuild_indexes(self, load: Callable[[LMDBReader], Iterable[Logged]]) -> int:
+        """Empty the derived tables and replay ``load(reader)``, in ONE write transaction."""
+        def body(txn: lmdb.Transaction) -> int:
+            records = list(load(LMDBReader(txn, self.dbs)))
+            for name in DERIVED:
+                txn.drop(self.dbs[name], delete=False)
+            tables = TxnTables(txn, self.dbs)
+            for seq, size, record in records:
+                apply(tables, seq, size, record)
+            return len(records)
+
+        return self._write(body)
+
+    # -- observing ---------------------------------------------------------
+    def on_commit(self, observer: Observer) -> Callable[[], None]:
+        """Call ``observer`` after each durable write (see ``store.Store.on_commit``)."""
+        self._observers = (*self._observers, observer)
+
+        def remove() -> None:
+            self._observers = tuple(o for o in self._observers if o is not observer)
+
+        return remove
+
+    def _notify(self, event: WriteEvent) -> None:
+        notify(self._observers, event)
+
+
+@contextmanager
+def read_copy(path: Path) -> Iterator[LMDBReader]:
+    """A reader over an LMDB store directory this process has not opened (a fresh copy).
+
+    ``compact`` checks its copy through this before swapping it in.
+    """
+    size = max((path / "data.mdb").stat().st_size, DEFAULT_MAP_SIZE)
+    env = lmdb.open(str(path), map_size=size, max_dbs=len(DERIVED) + 4, mode=PRIVATE_FILE)
+    try:
+        dbs = {name: env.open_db(name.encode()) for name in _TABLES}
+        with env.begin() as txn:
+            yield LMDBReader(txn, dbs)
+    finally:
+        env.close()

@@ -16,9 +16,8 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
-
-import lmdb
 
 from ..formats import (
     Checkpoint,
@@ -35,6 +34,7 @@ from ..formats import (
 )
 from . import faults
 from .errors import StoreError
+from .extensions import owner
 from .index import (
     DERIVED,
     FINISHED_STATUSES,
@@ -48,8 +48,8 @@ from .index import (
     seq_key,
     seq_of,
 )
-from .lmdb_store import LEASES, LOG, LMDBReader, LMDBStore, TxnTables
 from .permissions import exposure
+from .store import LEASES, LOG, Logged, Reader, Store
 
 # What prune may take from a run it keeps; every other record (its identity, status history,
 # tool calls, decisions, and any type prune does not know) stays.
@@ -116,7 +116,7 @@ class DoctorReport:
 
 
 # -- reading the whole log --------------------------------------------------------
-def read_log(reader: LMDBReader) -> tuple[list[tuple[int, int, Record]], list[Problem]]:
+def read_log(reader: Reader) -> tuple[list[tuple[int, int, Record]], list[Problem]]:
     """Decode every record: ``[(seq, bytes, record)]`` and the records that failed."""
     good: list[tuple[int, int, Record]] = []
     bad: list[Problem] = []
@@ -129,10 +129,10 @@ def read_log(reader: LMDBReader) -> tuple[list[tuple[int, int, Record]], list[Pr
     return good, bad
 
 
-def _whose(reader: LMDBReader, seq: int) -> str:
+def _whose(reader: Reader, seq: int) -> str:
     """``run r-1, checkpoint: `` for a seq, from the run log index (if it knows it)."""
     suffix = seq_key(seq)
-    for key, raw in reader.txn.cursor(db=reader.dbs[RUNLOG]):
+    for key, raw in reader.scan(RUNLOG):
         if key.endswith(suffix) and seq_of(key) == seq:
             return f"run {key[:-9].decode(errors='replace')}, {_runlog_text(raw)}: "
     return ""
@@ -147,7 +147,7 @@ def rebuild_tables(records: list[tuple[int, int, Record]]) -> MemTables:
 
 
 # -- doctor --------------------------------------------------------------------------
-def check(reader: LMDBReader) -> DoctorReport:
+def check(reader: Reader) -> DoctorReport:
     """Verify every record's checksum and that the derived tables equal a rebuild.
 
     When some records cannot be read the index comparison is skipped: a rebuild
@@ -155,7 +155,7 @@ def check(reader: LMDBReader) -> DoctorReport:
     """
     records, problems = read_log(reader)
     report = DoctorReport(records=len(records) + len(problems), problems=problems)
-    report.runs = sum(1 for _ in reader.txn.cursor(db=reader.dbs[RUNS]))
+    report.runs = sum(1 for _ in reader.scan(RUNS))
     damaged = index_checksums(reader)
     report.problems += damaged
     if problems:
@@ -168,11 +168,11 @@ def check(reader: LMDBReader) -> DoctorReport:
     return report
 
 
-def index_checksums(reader: LMDBReader) -> list[Problem]:
+def index_checksums(reader: Reader) -> list[Problem]:
     """Every index value whose checksum fails or that does not decode, as a problem."""
     problems = []
     for table in (*FRAMED, LEASES):
-        for key, raw in reader.txn.cursor(db=reader.dbs[table]):
+        for key, raw in reader.scan(table):
             try:
                 read_index(table, key, raw)
             except CorruptIndex as exc:
@@ -181,8 +181,8 @@ def index_checksums(reader: LMDBReader) -> list[Problem]:
     return problems
 
 
-def _stored(reader: LMDBReader, table: str) -> Iterator[tuple[bytes, bytes]]:
-    yield from reader.txn.cursor(db=reader.dbs[table])
+def _stored(reader: Reader, table: str) -> Iterator[tuple[bytes, bytes]]:
+    yield from reader.scan(table)
 
 
 def _compare(table: str, want: dict[bytes, bytes],
@@ -243,7 +243,7 @@ def _difference(table: str, have: bytes, want: bytes) -> str:
     return "value differs from the rebuild"
 
 
-def doctor(store: LMDBStore, *, rebuild: bool = False) -> DoctorReport:
+def doctor(store: Store, *, rebuild: bool = False) -> DoctorReport:
     """Check the store; with ``rebuild``, first rewrite the derived tables from the log.
 
     Raises:
@@ -254,11 +254,11 @@ def doctor(store: LMDBStore, *, rebuild: bool = False) -> DoctorReport:
     with store.reader() as r:
         report = check(r)
     report.rebuilt = rebuild
-    report.warnings = exposure(store.home)
+    report.warnings = exposure(Path(store.home))  # a non-file store's name: nothing
     return report
 
 
-def rebuild_indexes(store: LMDBStore) -> int:
+def rebuild_indexes(store: Store) -> int:
     """Drop the derived tables and replay the whole log into them, in one transaction.
 
     Returns:
@@ -268,24 +268,13 @@ def rebuild_indexes(store: LMDBStore) -> int:
         LogUnreadable: a record cannot be read (an index without it would lie).
     """
 
-    def body(txn: lmdb.Transaction) -> int:
-        reader = LMDBReader(txn, store.dbs)
+    def load(reader: Reader) -> list[Logged]:
         records, bad = read_log(reader)
         if bad:
             raise LogUnreadable("rebuild the indexes", bad)
-        _replay(txn, store.dbs, records)
-        return len(records)
+        return records
 
-    return store._write(body)
-
-
-def _replay(txn: lmdb.Transaction, dbs: dict[str, Any],
-            records: list[tuple[int, int, Record]]) -> None:
-    for name in DERIVED:
-        txn.drop(dbs[name], delete=False)
-    tables = TxnTables(txn, dbs)
-    for seq, size, record in records:
-        apply(tables, seq, size, record)
+    return store.rebuild_indexes(load)
 
 
 # -- prune -----------------------------------------------------------------------------
@@ -308,7 +297,7 @@ class PruneReport:
                 "runs_trimmed": self.runs_trimmed, "records_kept": self.kept}
 
 
-def prune(store: LMDBStore, *, keep: int = 1, finished_older_than: float | None = None,
+def prune(store: Store, *, keep: int = 1, finished_older_than: float | None = None,
           dry_run: bool = False, now: float | None = None) -> PruneReport:
     """Remove old checkpoints (and what only they needed), and old finished runs.
 
@@ -323,7 +312,7 @@ def prune(store: LMDBStore, *, keep: int = 1, finished_older_than: float | None 
     intents and approvals, its latest checkpoint's chain, the pending writes a
     resume reads after it, and its lease records from the last acquisition on.
     The plan is made and carried out in one write transaction by
-    ``LMDBStore.delete``, which also refolds the derived tables of the runs it
+    ``Store.delete``, which also refolds the derived tables of the runs it
     touches and never gives a removed seq again. The file does not shrink
     (LMDB reuses the pages): ``compact`` does that.
 
@@ -335,7 +324,7 @@ def prune(store: LMDBStore, *, keep: int = 1, finished_older_than: float | None 
     now = time.time() if now is None else now
     planned: list[PruneReport] = []
 
-    def select(reader: LMDBReader) -> set[int]:
+    def select(reader: Reader) -> set[int]:
         records, bad = read_log(reader)
         if bad:
             raise LogUnreadable("prune", bad)
@@ -390,7 +379,12 @@ def needed(items: list[tuple[int, int, Record]], keep: int) -> set[int]:
     kept = set()
     cps = [(seq, r) for seq, _, r in items if isinstance(r, Checkpoint)]
     last_lease = max((seq for seq, _, r in items if isinstance(r, LeaseAcquired)), default=-1)
+    owners = {ext for _, _, r in items if (ext := owner(r)) is not None}
+    for ext in owners:  # a record family of an index extension keeps by its own rule
+        kept |= ext.retain(items, keep)
     for seq, _, r in items:
+        if owner(r) is not None:
+            continue
         if not isinstance(r, _PRUNABLE):
             kept.add(seq)
         elif isinstance(r, (LeaseAcquired, LeaseReleased)) and seq >= last_lease:
@@ -409,7 +403,7 @@ def needed(items: list[tuple[int, int, Record]], keep: int) -> set[int]:
 
 
 # -- stats ----------------------------------------------------------------------------
-def stats(store: LMDBStore) -> dict[str, Any]:
+def stats(store: Store) -> dict[str, Any]:
     """Store size and map usage, records (count and bytes) by type, runs by status."""
     info = store.info()
     by_type: dict[str, dict[str, int]] = {}

@@ -46,7 +46,7 @@ from .policy import Policy
 from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
 from .runs import CheckpointInfo, Run, Status
 from .state import materialize
-from .store import Reader, lease_expires
+from .store import Reader, Store, lease_expires
 from .surface import Surface
 
 MAX_RUN_ID = 128
@@ -70,10 +70,14 @@ class Engine(Surface):
                  create: bool = True, map_size: int = DEFAULT_MAP_SIZE,
                  max_size: int = DEFAULT_MAX_SIZE, lease_ttl: float = 30.0,
                  approval_key: bytes | str | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, store: Store | None = None) -> None:
         self.home = Path(home)
-        self.store = LMDBStore(self.home, durability=durability, create=create,
-                               map_size=map_size, max_size=max_size, clock=clock)
+        # ``store``: records kept elsewhere than ``<home>/store`` (the home still holds
+        # the inbox); the engine then uses its durability
+        self.store: Store = store if store is not None else LMDBStore(
+            self.home, durability=durability, create=create, map_size=map_size,
+            max_size=max_size, clock=clock)
+        durability = self.store.durability
         if create and self.store.readonly is None:  # a reading open changes nothing on disk
             for sub in ("inbox", "requests"):
                 private_dir(self.home / sub)
@@ -579,7 +583,7 @@ def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
          durability: str = "durable", create: bool = True, map_size: int = DEFAULT_MAP_SIZE,
          max_size: int = DEFAULT_MAX_SIZE, lease_ttl: float = 30.0,
          approval_key: bytes | str | None = None,
-         clock: Callable[[], float] = time.time) -> Engine:
+         clock: Callable[[], float] = time.time, store: Store | None = None) -> Engine:
     """Open a bide home (created if missing, unless ``create=False``).
 
     Args:
@@ -590,10 +594,13 @@ def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
         lease_ttl: seconds a worker's lease on a run lasts between renewals.
         approval_key: the HMAC key decision files must be signed with.
         clock: where time comes from (tests inject one).
+        store: keep the records in this ``Store`` (e.g. ``MemoryStore``) instead of
+            ``<home>/store``; the home still holds the inbox, and the store's own
+            durability applies.
     """
     return Engine(home, durability=durability, create=create, map_size=map_size,
                   max_size=max_size, lease_ttl=lease_ttl, approval_key=approval_key,
-                  clock=clock)
+                  clock=clock, store=store)
 
 
 __all__ = ["Engine", "FINISHED_STATUSES", "open"]

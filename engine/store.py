@@ -9,12 +9,52 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..formats import Record
+from . import faults
+from .errors import StaleLease
 from .index import ApprovalState, IntentState, RunHead
 
 Check = Callable[["Reader"], None]
+LOG, LEASES = "log", "leases"  # the log, and lease renewals (readable like a derived table)
+Logged = tuple[int, int, Record]  # (seq, framed size, record), as a replay reads the log
+
+
+@dataclass(frozen=True)
+class WriteEvent:
+    """One write a store made durable, or a fenced commit it refused.
+
+    Observers (``Store.on_commit``) see every write without patching the store:
+    bench counts transactions, torture logs what must survive a crash.
+    """
+
+    kind: str  # "commit", "delete" or "renew_lease"
+    seqs: tuple[int, ...] = ()
+    fence: tuple[str, int] | None = None
+    refused: bool = False  # a fenced commit refused (StaleLease); nothing was written
+
+
+Observer = Callable[[WriteEvent], None]
+_everywhere: list[Observer] = []
+
+
+def observe(observer: Observer) -> Callable[[], None]:
+    """Call ``observer`` after every write of every store this process opens (as
+    ``Store.on_commit`` does for one store): for harnesses that do not hold the store.
+
+    Returns:
+        A function that removes the observer.
+    """
+    _everywhere.append(observer)
+    return lambda: _everywhere.remove(observer)
+
+
+def notify(observers: Iterable[Observer], event: WriteEvent) -> None:
+    """Tell one store's observers, then the process-wide ones, about ``event``."""
+    for observer in (*observers, *_everywhere):
+        observer(event)
 
 
 class Reader(Protocol):
@@ -53,18 +93,29 @@ class Reader(Protocol):
         """The highest seq in the log, or -1 for an empty log."""
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        """The value at ``key`` in a derived table (``index.DERIVED``), or None."""
+        """The value at ``key`` in a table, or None.
+
+        Args:
+            table: a derived table (``index.DERIVED``) or ``"leases"`` (renewals).
+        """
 
     def scan(self, table: str, prefix: bytes = b"", *,
              reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
-        """``(key, value)`` of a derived table's keys starting with ``prefix``, in key order."""
+        """``(key, value)`` of a table's keys starting with ``prefix``, in key order.
+
+        Args:
+            table: as for ``get``. prefix: b"" scans the whole table.
+            reverse: highest key first.
+        """
 
 
 class Store(Protocol):
     """Where a home's records live. Every method is safe across processes."""
 
+    home: Any  # the home directory (a path), or the URL-like name of a non-file store
     path: Any
     durability: str
+    readonly: str | None  # why this process cannot write the store, or None
 
     def commit(
         self,
@@ -107,7 +158,34 @@ class Store(Protocol):
     def spend_reserve(self) -> bool:
         """Free the room kept for a last small commit on a full disk; False if none."""
 
-    def close(self) -> None: ...
+    def rebuild_indexes(self, load: Callable[[Reader], Iterable[Logged]]) -> int:
+        """Empty every derived table and fold ``load(reader)`` into them, in ONE transaction.
+
+        Args:
+            load: a function of the transaction's reader returning the log records to
+                replay; it may raise to abort (nothing changes).
+
+        Returns:
+            The number of records replayed.
+        """
+
+    def on_commit(self, observer: Observer) -> Callable[[], None]:
+        """Call ``observer`` after each durable write of this store object (and each
+        refused fenced commit), in the writing thread, before ``after_commit`` faults.
+
+        Returns:
+            A function that removes the observer.
+        """
+
+    def info(self) -> dict[str, Any]:
+        """Sizes and usage: ``map_size``, ``used_bytes``, ``page_size``, ``file_bytes``,
+        ``readers``, ``durability`` (a backend without a map reports its own measure)."""
+
+    def reader_check(self) -> int:
+        """Clear read slots left by dead processes; returns how many were cleared."""
+
+    def close(self) -> None:
+        """Release this object's hold on the store (idempotent)."""
 
 
 def lease_expires(reader: Reader, head: RunHead) -> float:
@@ -120,3 +198,19 @@ def lease_expires(reader: Reader, head: RunHead) -> float:
     if renewed is not None and renewed[0] == head.lease_token:
         return max(head.lease_expires, renewed[1])
     return head.lease_expires
+
+
+def check_fence(reader: Reader, run_id: str, token: int, now: float) -> None:
+    """Refuse a fenced commit unless ``token`` holds the run's lease and it is live at ``now``.
+
+    Raises:
+        StaleLease: the lease was taken over, released, or expired.
+    """
+    if faults.switch("no_fencing"):
+        return
+    head = reader.head(run_id)
+    current = None if head is None else head.lease_token
+    if current != token or head is None or head.lease_owner is None:
+        raise StaleLease(run_id, token, current)
+    if lease_expires(reader, head) < now:
+        raise StaleLease(run_id, token, current)

@@ -18,10 +18,21 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--store", choices=("lmdb", "memory"), default="lmdb",
+                     help="the backend the `engine` fixture keeps its records in")
+
+
 @pytest.fixture
-def engine(home: Path):
-    with bide.open(home, durability="fast") as eng:
+def engine(home: Path, request: pytest.FixtureRequest):
+    store = None
+    if request.config.getoption("--store") == "memory":
+        from bide.engine.memory_store import SCHEME, MemoryStore
+        store = MemoryStore(f"{SCHEME}{home}", durability="fast")
+    with bide.open(home, durability="fast", store=store) as eng:
         yield eng
+    if store is not None:  # the run really lived in memory: no LMDB file was made
+        assert not (home / "store").exists()
 
 
 def run_app(script: str, *args: str, fault: str | None = None, env: dict | None = None,

@@ -84,3 +84,11 @@ def test_issue_12_surface_names_are_public(tmp_path):
     with bide.open(tmp_path / "home", durability="fast") as engine:
         assert not hasattr(engine, "skipped")  # recover's report replaced the side channel
     assert issubclass(bide.UnknownKey, bide.RunError)
+
+
+def test_store_seam_names_are_public():
+    assert {"MemoryStore", "Store", "WriteEvent"} <= set(bide.__all__)
+    assert "store" in bide.Engine.__init__.__code__.co_varnames  # bide.open(home, store=...)
+    store = bide.MemoryStore()
+    assert isinstance(store.on_commit(lambda event: None), type(lambda: None))
+    store.close()

@@ -53,3 +53,28 @@ def test_recover_leaves_langgraph_threads_alone(tmp_path):
         before = list(eng.records("t-1"))
         assert eng.recover(max_age=1) == []
         assert list(eng.records("t-1")) == before
+
+
+def test_prune_keep_1_trims_a_langgraph_thread_and_keeps_its_latest(tmp_path):
+    home = tmp_path / "home"
+    for _ in range(4):  # each invoke adds checkpoints, writes and blobs to one thread
+        graph_thread(home)
+    cfg = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+    with BideSaver.from_home(home, durability="fast") as saver:
+        before = saver.get_tuple(cfg)
+        many = len(list(saver.list(cfg)))
+    cli = CliRunner()
+    out = cli.invoke(main, ["prune", "--keep", "1", "--home", str(home), "--json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["runs_trimmed"]["t-1"] > 0
+    assert report["removed_by_type"]["lg_checkpoint"] == many - 1
+    with BideSaver.from_home(home, durability="fast") as saver:
+        after = saver.get_tuple(cfg)
+        assert [c.config for c in saver.list(cfg)] == [after.config]
+        assert after.config == before.config and after.checkpoint == before.checkpoint
+        assert after.checkpoint["channel_values"]["log"] == ["x"] * 4
+    assert cli.invoke(main, ["doctor", "--home", str(home)]).exit_code == 0
+    graph_thread(home)  # the thread goes on from what prune kept
+    with BideSaver.from_home(home, durability="fast") as saver:
+        assert saver.get_tuple(cfg).checkpoint["channel_values"]["log"] == ["x"] * 5

@@ -1,4 +1,9 @@
-"""One contract suite for every Store implementation (LMDB today)."""
+"""One contract suite for every Store implementation: LMDB and in-memory.
+
+Tests taking ``open_store`` run against both backends. Tests that are about
+LMDB itself (map growth, size limit, files on disk, other processes) call
+``lmdb_only`` or open ``LMDBStore`` directly.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,21 @@ from pathlib import Path
 
 import lmdb
 import pytest
-from bide.engine import lmdb_store
+from bide.engine import lmdb_store, memory_store
 from bide.engine.errors import NewerStore, NotAHome, StaleLease, StoreFull
 from bide.engine.lmdb_store import LMDBStore
+from bide.engine.memory_store import MemoryStore
 from bide.formats import LeaseAcquired, PendingWrite, RunCreated, StatusChanged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-BACKENDS = {"lmdb": lambda home, **kw: LMDBStore(home, **kw)}
+
+def _memory(home: Path, **kw) -> MemoryStore:
+    kw.pop("map_size", None), kw.pop("max_size", None)  # LMDB's knobs; memory has no map
+    return MemoryStore(f"{memory_store.SCHEME}{home}", **kw)
+
+
+BACKENDS = {"lmdb": lambda home, **kw: LMDBStore(home, **kw), "memory": _memory}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
@@ -29,9 +41,17 @@ def open_store(request, tmp_path):
         opened.append(store)
         return store
 
+    make.backend = request.param
     yield make
     for s in opened:
         s.close()
+    memory_store.forget_all(str(tmp_path))
+
+
+def lmdb_only(open_store) -> None:
+    """Skip a contract test that is about LMDB itself on other backends."""
+    if open_store.backend != "lmdb":
+        pytest.skip("about LMDB itself (its map, files or processes)")
 
 
 def created(run_id: str) -> RunCreated:
@@ -86,6 +106,7 @@ def test_expired_lease_cannot_commit(open_store):
 
 
 def test_map_grows_from_a_tiny_map(open_store):
+    lmdb_only(open_store)
     store = open_store(durability="fast", map_size=64 << 10)
     store.commit([created("r1")])
     blob = "x" * 20_000
@@ -98,6 +119,7 @@ def test_map_grows_from_a_tiny_map(open_store):
 
 
 def test_size_limit_is_a_clear_error_and_store_stays_readable(open_store):
+    lmdb_only(open_store)
     store = open_store(durability="fast", map_size=64 << 10, max_size=256 << 10)
     store.commit([created("r1")])
     with pytest.raises(StoreFull, match="size limit"):
@@ -119,6 +141,7 @@ def test_durable_and_fast_both_read_back(open_store, tmp_path):
 
 
 def test_not_a_home(open_store, tmp_path):
+    lmdb_only(open_store)
     stuff = tmp_path / "stuff"
     stuff.mkdir()
     (stuff / "notes.txt").write_text("mine")
@@ -135,6 +158,7 @@ def test_not_a_home(open_store, tmp_path):
 
 
 def test_store_from_a_newer_bide_is_refused(open_store, tmp_path):
+    lmdb_only(open_store)
     store = open_store(tmp_path / "h", durability="fast")
     store.commit([created("r")])
     with store.env.begin(write=True) as txn:
@@ -145,6 +169,7 @@ def test_store_from_a_newer_bide_is_refused(open_store, tmp_path):
 
 
 def test_reader_in_another_process_while_writing(open_store, tmp_path):
+    lmdb_only(open_store)
     home = tmp_path / "shared"
     store = open_store(home, durability="fast")
     store.commit([created("r")])
@@ -267,4 +292,80 @@ def test_property_log_is_gapless_and_heads_count_records(open_store, tmp_path_fa
     with store.reader() as r:
         assert [s for s, _ in r.log()] == list(range(total))
         assert {h.run_id: h.records for h in r.heads()} == expected
-    assert isinstance(store.env, lmdb.Environment)
+    if open_store.backend == "lmdb":
+        assert isinstance(store.env, lmdb.Environment)
+
+
+def test_delete_refolds_the_run_and_never_gives_a_seq_again(open_store):
+    store = open_store(durability="fast")
+    store.commit([created("r1"), StatusChanged(run_id="r1", status="FAILED", error="x"),
+                  created("r2")])
+    assert store.delete(lambda reader: [1, 2, 99]) == [1, 2]
+    with store.reader() as r:
+        assert r.head("r1").status == "RUNNING" and r.head("r1").records == 1
+        assert r.head("r2") is None and r.last_seq() == 2
+        assert [s for s, _ in r.log()] == [0]
+    assert store.commit([created("r3")]) == [3]
+
+
+def test_renew_lease_extends_only_the_holding_token(open_store):
+    store = open_store(durability="fast")
+    store.commit([created("r1"), LeaseAcquired(run_id="r1", owner="w1", token=1,
+                                               expires_at=5.0)])
+    assert store.renew_lease("r1", 1, 9e12)
+    assert not store.renew_lease("r1", 2, 9e12)
+    with store.reader() as r:
+        assert r.lease_expiry("r1") == (1, 9e12)
+    store.commit([StatusChanged(run_id="r1", status="DONE")], fence=("r1", 1))  # renewed: live
+
+
+def test_rebuild_indexes_replays_what_load_returns(open_store):
+    store = open_store(durability="fast")
+    store.commit([created("r1"), StatusChanged(run_id="r1", status="FAILED", error="x")])
+
+    def load(reader):
+        return [(seq, len(raw), reader.record(seq)) for seq, raw in reader.log()][:1]
+
+    assert store.rebuild_indexes(load) == 1
+    with store.reader() as r:
+        assert r.head("r1").status == "RUNNING" and r.last_seq() == 1
+        assert [t for _, t in r.run_entries("r1")] == ["run_created"]
+
+
+def test_on_commit_observers_see_every_durable_write_and_refusals(open_store):
+    store = open_store(durability="fast")
+    seen = []
+    stop = store.on_commit(seen.append)
+    store.commit([created("r1"), LeaseAcquired(run_id="r1", owner="w", token=1,
+                                               expires_at=9e12)])
+    with pytest.raises(StaleLease):
+        store.commit([StatusChanged(run_id="r1", status="DONE")], fence=("r1", 2))
+    store.renew_lease("r1", 1, 9e12 + 1)
+    store.delete(lambda reader: [1])
+    stop()
+    store.commit([created("r2")])
+    assert [(e.kind, e.seqs, e.fence, e.refused) for e in seen] == [
+        ("commit", (0, 1), None, False), ("commit", (), ("r1", 2), True),
+        ("renew_lease", (), ("r1", 1), False), ("delete", (1,), None, False)]
+
+
+def test_readers_and_scans_see_one_snapshot(open_store):
+    store = open_store(durability="fast")
+    store.commit([created("a"), created("b"), created("c")])
+    with store.reader() as r:
+        store.commit([created("d")])
+        assert [k for k, _ in r.scan("runs")] == [b"a", b"b", b"c"]
+        assert [k for k, _ in r.scan("runs", reverse=True)] == [b"c", b"b", b"a"]
+        assert [k for k, _ in r.scan("runs", b"b")] == [b"b"]
+        assert r.get("runs", b"d") is None
+    info = store.info()
+    assert info["used_bytes"] > 0 and info["durability"] == "fast"
+    assert store.reader_check() >= 0
+
+
+def test_the_core_index_names_no_extension():
+    from bide.engine import extensions, index
+    source = Path(index.__file__).read_text().lower()
+    assert "langgraph" not in source and " lg" not in source
+    for ext in extensions.EXTENSIONS:
+        assert set(ext.tables) <= set(index.DERIVED)

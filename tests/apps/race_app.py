@@ -20,7 +20,7 @@ import os
 import time
 
 import bide
-from bide.engine.lmdb_store import LMDBStore
+from bide.engine.store import WriteEvent, observe
 
 STALL_MAX = 30.0
 
@@ -36,21 +36,16 @@ def log(line: str) -> None:
         os.close(fd)
 
 
-_commit = LMDBStore.commit
+def _log_commit(event: WriteEvent) -> None:
+    if event.kind != "commit" or event.fence is None:
+        return
+    if event.refused:
+        log(f"refused {event.fence[0]} {event.fence[1]}")
+    else:
+        log(f"commit {event.fence[0]} {event.fence[1]} " + " ".join(map(str, event.seqs)))
 
 
-def _logged_commit(self, records, *, check=None, fence=None):  # type: ignore[no-untyped-def]
-    try:
-        seqs = _commit(self, records, check=check, fence=fence)
-    except bide.StaleLease:
-        log(f"refused {fence[0]} {fence[1]}")  # type: ignore[index]
-        raise
-    if fence is not None:
-        log(f"commit {fence[0]} {fence[1]} " + " ".join(map(str, seqs)))
-    return seqs
-
-
-LMDBStore.commit = _logged_commit  # type: ignore[method-assign]
+observe(_log_commit)
 
 
 def _ran_before(line: str) -> bool:

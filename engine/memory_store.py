@@ -1,0 +1,333 @@
+"""An in-memory ``Store``: the second backend behind the seam.
+
+It keeps a home's log and derived tables in this process's memory, under a
+name (``memory:<anything>``); opening the same name again in the process sees
+the same records, as reopening an LMDB home does. Nothing survives the
+process. It exists so the ``Store`` contract is proven by two implementations
+(``tests/test_store_contract.py`` runs against both) and for fast tests; it is
+the shape a server database backend (PostgreSQL) follows: a reader over a
+snapshot, one transaction per ``commit``/``delete``, folds from ``index.apply``.
+
+Transactions are copy-on-write: a writer copies each table it touches and
+publishes the new set of tables when its body returns, so a reader holds an
+unchanging snapshot and a failing body leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from ..formats import Record, decode, encode, pack_value, unpack_value
+from . import faults
+from .errors import NotAHome, StaleLease, StoreError
+from .index import (
+    APPROVALS,
+    DERIVED,
+    INTENTS,
+    RUNLOG,
+    RUNS,
+    ApprovalState,
+    IntentState,
+    RunHead,
+    apply,
+    keys_of,
+    run_prefix,
+    runlog_type,
+    seq_key,
+    seq_of,
+)
+from .store import LEASES, LOG, Check, Logged, Observer, WriteEvent, check_fence, notify
+
+SCHEME = "memory:"
+_TABLES = (LOG, LEASES, *DERIVED)
+_LAST = "last_seq"  # not a table: the highest seq ever given (seqs are never reused)
+T = TypeVar("T")
+
+# table name -> {key: value}, plus _LAST -> int; never mutated once published
+Snapshot = dict[str, Any]
+
+
+class _Space:
+    """One named store's published snapshot and its writer lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.tables: Snapshot = {**{t: {} for t in _TABLES}, _LAST: -1}
+
+
+_spaces: dict[str, _Space] = {}
+_spaces_lock = threading.Lock()
+
+
+class MemoryReader:
+    """``store.Reader`` over one snapshot (or a writer's view of its own changes)."""
+
+    def __init__(self, tables: Snapshot) -> None:
+        self._tables = tables
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self._tables[table].get(key)
+
+    def scan(self, table: str, prefix: bytes = b"", *,
+             reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        data = self._tables[table]
+        keys = sorted(data)
+        found = []
+        for key in keys[bisect_left(keys, prefix):]:  # keys with a prefix are contiguous
+            if not key.startswith(prefix):
+                break
+            found.append(key)
+        for key in reversed(found) if reverse else found:
+            yield key, data[key]
+
+    def head(self, run_id: str) -> RunHead | None:
+        key = run_id.encode()
+        raw = self.get(RUNS, key)
+        return None if raw is None else unpack_value(raw, RunHead, table=RUNS, key=key)
+
+    def heads(self) -> Iterator[RunHead]:
+        for key, raw in self.scan(RUNS):
+            yield unpack_value(raw, RunHead, table=RUNS, key=key)
+
+    def raw(self, seq: int) -> bytes | None:
+        return self.get(LOG, seq_key(seq))
+
+    def record(self, seq: int) -> Record:
+        raw = self.raw(seq)
+        if raw is None:
+            raise KeyError(f"no log record at seq {seq}")
+        return decode(raw, key=seq)
+
+    def run_entries(self, run_id: str, start: int = 0) -> Iterator[tuple[int, str]]:
+        first = run_prefix(run_id) + seq_key(max(start, 0))
+        for key, raw in self.scan(RUNLOG, run_prefix(run_id)):
+            if key >= first:
+                yield seq_of(key), runlog_type(raw, key)
+
+    def intent(self, run_id: str, key: str) -> IntentState | None:
+        ikey = run_prefix(run_id) + key.encode()
+        raw = self.get(INTENTS, ikey)
+        return None if raw is None else unpack_value(raw, IntentState, table=INTENTS, key=ikey)
+
+    def intents(self, run_id: str | None = None) -> Iterator[IntentState]:
+        prefix = b"" if run_id is None else run_prefix(run_id)
+        for key, raw in self.scan(INTENTS, prefix):
+            yield unpack_value(raw, IntentState, table=INTENTS, key=key)
+
+    def approval(self, approval_id: str) -> ApprovalState | None:
+        key = approval_id.encode()
+        raw = self.get(APPROVALS, key)
+        return None if raw is None else unpack_value(raw, ApprovalState, table=APPROVALS, key=key)
+
+    def approvals(self) -> Iterator[ApprovalState]:
+        for key, raw in self.scan(APPROVALS):
+            yield unpack_value(raw, ApprovalState, table=APPROVALS, key=key)
+
+    def lease_expiry(self, run_id: str) -> tuple[int, float] | None:
+        key = run_id.encode()
+        raw = self.get(LEASES, key)
+        return None if raw is None else unpack_value(raw, tuple[int, float], table=LEASES, key=key)
+
+    def log(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
+        first = seq_key(max(start, 0))
+        for key, raw in self.scan(LOG):
+            if key >= first:
+                yield seq_of(key), raw
+
+    def last_seq(self) -> int:
+        return int(self._tables[_LAST])
+
+
+class _Txn(MemoryReader):
+    """A writer's view: reads see its own writes; tables are copied on first write."""
+
+    def __init__(self, base: Snapshot) -> None:
+        super().__init__(dict(base))
+        self._copied: set[str] = set()
+
+    def _table(self, table: str) -> dict[bytes, bytes]:
+        if table not in self._copied:
+            self._tables[table] = dict(self._tables[table])
+            self._copied.add(table)
+        return self._tables[table]
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self._table(table)[key] = value
+
+    def delete(self, table: str, key: bytes) -> None:
+        self._table(table).pop(key, None)
+
+    def clear(self, table: str) -> None:
+        self._tables[table] = {}
+        self._copied.add(table)
+
+    def set_last(self, seq: int) -> None:
+        self._tables[_LAST] = max(seq, self._tables[_LAST])
+
+    def snapshot(self) -> Snapshot:
+        return self._tables
+
+
+class MemoryStore:
+    """A ``Store`` in this process's memory (see the module docstring)."""
+
+    readonly: str | None = None
+
+    def __init__(self, name: str | None = None, *, durability: str = "durable",
+                 create: bool = True, clock: Callable[[], float] = time.time) -> None:
+        self.home = self.path = name or f"{SCHEME}{uuid.uuid4().hex}"
+        self.durability, self.clock = durability, clock
+        with _spaces_lock:
+            space = _spaces.get(self.home)
+            if space is None:
+                if not create:
+                    raise NotAHome(self.home, "no such in-memory store in this process")
+                space = _spaces[self.home] = _Space()
+        self._space = space
+        self._observers: tuple[Observer, ...] = ()
+        self._closed = False
+
+    def close(self) -> None:
+        self._closed = True
+
+    def _guard(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store at {self.path} is closed")
+
+    @contextmanager
+    def reader(self) -> Iterator[MemoryReader]:
+        self._guard()
+        yield MemoryReader(self._space.tables)
+
+    def _write(self, body: Callable[[_Txn], T]) -> T:
+        self._guard()
+        with self._space.lock:
+            txn = _Txn(self._space.tables)
+            result = body(txn)
+            self._space.tables = txn.snapshot()  # publish: readers from now on see it
+            return result
+
+    def commit(self, records: Sequence[Record] | Callable[[MemoryReader], Sequence[Record]],
+               *, check: Check | None = None,
+               fence: tuple[str, int] | None = None) -> list[int]:
+        build = records if callable(records) else None
+        framed = None if build else [encode(r) for r in records]
+
+        def body(txn: _Txn) -> list[int]:
+            if fence is not None:
+                self._check_fence(txn, *fence)
+            if check is not None:
+                check(txn)
+            batch = build(txn) if build else records
+            raws = framed if framed is not None else [encode(r) for r in batch]
+            seqs, seq = [], txn.last_seq()
+            for record, raw in zip(batch, raws, strict=True):
+                seq += 1
+                txn.put(LOG, seq_key(seq), raw)
+                apply(txn, seq, len(raw), record)
+                seqs.append(seq)
+            txn.set_last(seq)
+            return seqs
+
+        faults.point("before_commit")
+        try:
+            seqs = self._write(body)
+        except StaleLease:
+            notify(self._observers, WriteEvent("commit", fence=fence, refused=True))
+            raise
+        notify(self._observers, WriteEvent("commit", tuple(seqs), fence))
+        faults.point("after_commit")
+        return seqs
+
+    def _check_fence(self, reader: MemoryReader, run_id: str, token: int) -> None:
+        check_fence(reader, run_id, token, self.clock())
+
+    def delete(self, select: Callable[[MemoryReader], Iterable[int]]) -> list[int]:
+        """Remove log records and refold their runs, as ``LMDBStore.delete`` does."""
+        def body(txn: _Txn) -> list[int]:
+            doomed: dict[int, Record] = {}
+            for seq in set(select(txn)):
+                raw = txn.raw(seq)
+                if raw is not None:
+                    doomed[seq] = decode(raw, key=seq)
+            for run_id in sorted({r.run_id for r in doomed.values()}):  # type: ignore[attr-defined]
+                _refold(txn, run_id, doomed)
+            for seq in doomed:
+                txn.delete(LOG, seq_key(seq))
+            return sorted(doomed)
+
+        removed = self._write(body)
+        notify(self._observers, WriteEvent("delete", tuple(removed)))
+        return removed
+
+    def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
+        def body(txn: _Txn) -> bool:
+            head = txn.head(run_id)
+            if head is None or head.lease_token != token or head.lease_owner is None:
+                return False
+            txn.put(LEASES, run_id.encode(), pack_value([token, expires_at]))
+            return True
+
+        renewed = self._write(body)
+        notify(self._observers, WriteEvent("renew_lease", fence=(run_id, token),
+                                           refused=not renewed))
+        return renewed
+
+    def rebuild_indexes(self, load: Callable[[MemoryReader], Iterable[Logged]]) -> int:
+        def body(txn: _Txn) -> int:
+            records = list(load(txn))
+            for name in DERIVED:
+                txn.clear(name)
+            for seq, size, record in records:
+                apply(txn, seq, size, record)
+            return len(records)
+
+        return self._write(body)
+
+    def on_commit(self, observer: Observer) -> Callable[[], None]:
+        self._observers = (*self._observers, observer)
+
+        def remove() -> None:
+            self._observers = tuple(o for o in self._observers if o is not observer)
+
+        return remove
+
+    def spend_reserve(self) -> bool:
+        return False  # memory keeps no reserve file
+
+    def info(self) -> dict[str, Any]:
+        tables = self._space.tables
+        used = sum(len(k) + len(v) for t in _TABLES for k, v in tables[t].items())
+        return {"map_size": max(used, 1), "used_bytes": used, "page_size": 0,
+                "file_bytes": 0, "readers": 0, "durability": self.durability}
+
+    def reader_check(self) -> int:
+        return 0  # no reader slots to leak
+
+
+def _refold(txn: _Txn, run_id: str, doomed: dict[int, Record]) -> None:
+    """Clear one run's derived entries and replay the records it keeps."""
+    items = {seq: (0, r) for seq, r in doomed.items() if r.run_id == run_id}  # type: ignore[attr-defined]
+    for seq, _ in list(txn.run_entries(run_id)):
+        raw = txn.raw(seq)
+        if raw is not None and seq not in items:
+            items[seq] = (len(raw), decode(raw, key=seq))
+    for seq, (_, record) in items.items():
+        for table, key in keys_of(seq, record):
+            txn.delete(table, key)
+    for seq in sorted(items):
+        if seq not in doomed:
+            apply(txn, seq, *items[seq])
+
+
+def forget_all(prefix: str) -> None:
+    """Drop every in-memory store named ``memory:<prefix>...`` (frees a test's records)."""
+    with _spaces_lock:
+        for name in [n for n in _spaces if n.startswith(SCHEME + prefix)]:
+            del _spaces[name]
