@@ -30,6 +30,8 @@ class Extension:
         keys_of: ``(seq, record) -> [(table, key)]``; every key the folds may write.
         retain: ``(items, keep) -> seqs``; of one run's records (all of them, in log
             order), the seqs of the ones it owns that ``prune --keep`` keeps.
+        read_value: ``(key, raw) -> value``; decode one of its table values, checking its
+            checksum (doctor and the format upgrade); raises ``CorruptIndex``.
     """
 
     name: str
@@ -39,6 +41,7 @@ class Extension:
     fold_head: Callable[[Any, Any, int, Any], None]
     keys_of: Callable[[int, Any], list[tuple[str, bytes]]]
     retain: Callable[[list[Logged], int], set[int]]
+    read_value: Callable[[bytes, bytes], Any]
 
     def owns(self, record: Any) -> bool:
         return isinstance(record, self.records)

@@ -134,9 +134,10 @@ class ApprovalState(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 # Tables of structs, framed with a checksum by ``pack_value`` (store format 2); the run
-# log's type tags are framed too (``runlog_value``). Extensions' tables are not (yet).
+# log's type tags (``runlog_value``) and every extension's table values are framed too.
 CHECKSUMMED: dict[str, type] = {RUNS: RunHead, INTENTS: IntentState, APPROVALS: ApprovalState}
-FRAMED = (*CHECKSUMMED, RUNLOG)
+_EXTENSION_OF = {table: ext for ext in EXTENSIONS for table in ext.tables}
+FRAMED = (*CHECKSUMMED, RUNLOG, *_EXTENSION_OF)
 
 
 class Tables(Protocol):
@@ -169,6 +170,8 @@ def read_index(table: str, key: bytes, raw: bytes) -> Any:
     """Decode any checksummed index value (what doctor and the format upgrade check)."""
     if table == RUNLOG:
         return runlog_type(raw, key)
+    if table in _EXTENSION_OF:
+        return _EXTENSION_OF[table].read_value(key, raw)
     return unpack_value(raw, CHECKSUMMED.get(table, Any), table=table, key=key)
 
 

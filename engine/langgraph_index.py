@@ -21,6 +21,11 @@ big-endian, so keys sort the way lookups walk them. With C = ``c thread ␀ ns �
     v thread ␀ ns ␀ msgpack(version) channel -> seq(8)           a channel value's blob
     r meta_run_id ␀ thread ␀ ns ␀ checkpoint_id -> b""           (stale ones: check C)
 
+Every value is framed with a checksum (``formats.envelope.frame_index``: ``0xc1 |
+crc32 | body``); :func:`body` checks it and raises ``CorruptIndex`` naming the key.
+A value written before (store format 1) never starts with 0xc1 (a big-endian seq
+below 2**62, ``c``/``w``, empty, UTF-8 text or flag bits), so it still reads.
+
 LangGraph may store a checkpoint's writes before the checkpoint itself (its
 default ``durability="async"``), so a thread's status is a function of its latest
 root checkpoint and the special writes against it, not of the order records came in.
@@ -32,6 +37,8 @@ import struct
 from typing import Any, Protocol
 
 from ..formats import pack
+from ..formats.envelope import frame_index, unframe_index
+from ..formats.errors import CorruptIndex
 from ..formats.langgraph_records import (
     LANGGRAPH_RECORDS,
     LGBlob,
@@ -74,7 +81,27 @@ def seq_bytes(seq: int) -> bytes:
 
 
 def seq_from(raw: bytes) -> int:
+    """The seq at the start of a key's tail or of a checked value body."""
     return _SEQ.unpack_from(raw)[0]
+
+
+# -- values ------------------------------------------------------------------
+def body(key: bytes, raw: bytes) -> bytes:
+    """The checked body of a value at ``key`` (a format-1 value as it is).
+
+    Raises:
+        CorruptIndex: the checksum fails or the value is truncated; names the key.
+    """
+    try:
+        checked = unframe_index(raw)
+    except ValueError as exc:
+        raise CorruptIndex(LG, key, str(exc)) from None
+    return raw if checked is None else bytes(checked)
+
+
+def blob_seq(key: bytes, raw: bytes) -> int:
+    """The log seq of a channel value's blob, from its entry."""
+    return _SEQ.unpack(body(key, raw))[0]
 
 
 def ckpt_key(thread: str, ns: str, checkpoint_id: str) -> bytes:
@@ -117,10 +144,11 @@ def ckpt_value(seq: int, step: int, running: bool, meta_run_id: str | None) -> b
     return head + (meta_run_id or "").encode()
 
 
-def parse_ckpt(raw: bytes) -> tuple[int, int, bool, str | None]:
-    """``(seq, step, running, meta_run_id)`` of a checkpoint entry."""
-    seq, step, flag = _CKPT.unpack_from(raw)
-    run = raw[_CKPT.size:].decode()
+def parse_ckpt(key: bytes, raw: bytes) -> tuple[int, int, bool, str | None]:
+    """``(seq, step, running, meta_run_id)`` of the checkpoint entry at ``key``."""
+    data = body(key, raw)
+    seq, step, flag = _CKPT.unpack_from(data)
+    run = data[_CKPT.size:].decode()
     return seq, step, flag == b"R", run or None
 
 
@@ -137,8 +165,9 @@ def write_value(seq: int, position: int) -> bytes:
     return _WRITE.pack(seq, position)
 
 
-def parse_write(raw: bytes) -> tuple[int, int]:
-    return _WRITE.unpack(raw)
+def parse_write(key: bytes, raw: bytes) -> tuple[int, int]:
+    """``(seq, position)`` of the pending write entry at ``key``."""
+    return _WRITE.unpack(body(key, raw))
 
 
 def blob_key(thread: str, ns: str, channel: str, version: Version) -> bytes:
@@ -172,6 +201,15 @@ def has_next(updated: list[str] | None) -> bool:
 
 
 # -- folding -----------------------------------------------------------------
+def _get(tables: Tables, key: bytes) -> bytes | None:
+    raw = tables.get(LG, key)
+    return None if raw is None else body(key, raw)
+
+
+def _put(tables: Tables, key: bytes, value: bytes) -> None:
+    tables.put(LG, key, frame_index(value))
+
+
 def fold_tables(tables: Tables, seq: int, record: Any) -> None:
     """Fold one LangGraph record into the ``langgraph`` table (no-op for other records)."""
     match record:
@@ -180,36 +218,36 @@ def fold_tables(tables: Tables, seq: int, record: Any) -> None:
         case LGWrites():
             _fold_writes(tables, seq, record)
         case LGBlob():
-            tables.put(LG, blob_key(record.run_id, record.ns, record.channel, record.version),
-                       seq_bytes(seq))
+            _put(tables, blob_key(record.run_id, record.ns, record.channel, record.version),
+                 seq_bytes(seq))
 
 
 def _fold_checkpoint(tables: Tables, seq: int, r: LGCheckpoint) -> None:
     # a put again of the same id replaces it (SQLite: INSERT OR REPLACE)
     key = ckpt_key(r.run_id, r.ns, r.checkpoint_id)
-    tables.put(LG, key, ckpt_value(seq, r.step, has_next(r.updated), r.meta_run_id))
+    _put(tables, key, ckpt_value(seq, r.step, has_next(r.updated), r.meta_run_id))
     if r.meta_run_id is not None:
-        tables.put(LG, run_key(r.meta_run_id, r.run_id, r.ns, r.checkpoint_id), b"")
-    tables.put(LG, seqs_prefix(r.run_id, r.ns, r.checkpoint_id) + seq_bytes(seq), b"c")
+        _put(tables, run_key(r.meta_run_id, r.run_id, r.ns, r.checkpoint_id), b"")
+    _put(tables, seqs_prefix(r.run_id, r.ns, r.checkpoint_id) + seq_bytes(seq), b"c")
     if r.ns == "":
-        latest = tables.get(LG, latest_key(r.run_id))
+        latest = _get(tables, latest_key(r.run_id))
         if latest is None or r.checkpoint_id >= latest.decode():
-            tables.put(LG, latest_key(r.run_id), r.checkpoint_id.encode())
+            _put(tables, latest_key(r.run_id), r.checkpoint_id.encode())
 
 
 def _fold_writes(tables: Tables, seq: int, r: LGWrites) -> None:
     bits = _bits(r)
     if bits:
         key = flags_key(r.run_id, r.ns, r.checkpoint_id)
-        old = tables.get(LG, key) or b"\x00"
+        old = _get(tables, key) or b"\x00"
         error = r.error.encode() if bits & 1 and r.error is not None else old[1:]
-        tables.put(LG, key, bytes([old[0] | bits]) + error)
+        _put(tables, key, bytes([old[0] | bits]) + error)
     for position, (idx, _channel, _type, _value) in enumerate(r.writes):
         key = write_key(r.run_id, r.ns, r.checkpoint_id, r.task_id, idx)
         if not r.replace and tables.get(LG, key) is not None:
             continue  # first write wins
-        tables.put(LG, key, write_value(seq, position))
-    tables.put(LG, seqs_prefix(r.run_id, r.ns, r.checkpoint_id) + seq_bytes(seq), b"w")
+        _put(tables, key, write_value(seq, position))
+    _put(tables, seqs_prefix(r.run_id, r.ns, r.checkpoint_id) + seq_bytes(seq), b"w")
 
 
 def _bits(r: LGWrites) -> int:
@@ -223,16 +261,17 @@ def fold_head(tables: Tables, head: Any, seq: int, record: Any) -> None:
     """What a LangGraph record says about its thread's ``RunHead``."""
     if not isinstance(record, (LGCheckpoint, LGWrites)) or record.ns != "":
         return
-    latest = tables.get(LG, latest_key(record.run_id))
+    latest = _get(tables, latest_key(record.run_id))
     if latest is None or latest.decode() != record.checkpoint_id:
         return  # about a checkpoint that is not (or not yet) the thread's newest
-    found = tables.get(LG, ckpt_key(record.run_id, "", record.checkpoint_id))
+    key = ckpt_key(record.run_id, "", record.checkpoint_id)
+    found = tables.get(LG, key)
     if found is None:
         return
-    ckpt_seq, step, running, _ = parse_ckpt(found)
+    ckpt_seq, step, running, _ = parse_ckpt(key, found)
     head.checkpoint = head.base = ckpt_seq
     head.superstep, head.state_version = step, max(step + 1, 0)
-    flags = tables.get(LG, flags_key(record.run_id, "", record.checkpoint_id)) or b"\x00"
+    flags = _get(tables, flags_key(record.run_id, "", record.checkpoint_id)) or b"\x00"
     head.waiting = head.error = None
     if flags[0] & 1:
         head.status, head.error = "FAILED", flags[1:].decode() or None
@@ -266,6 +305,49 @@ def keys_of(seq: int, record: Any) -> list[tuple[str, bytes]]:
         case _:
             keys = []
     return [(LG, key) for key in keys]
+
+
+def read_value(key: bytes, raw: bytes) -> Any:
+    """Decode the value at ``key`` by what the key says it is (doctor, the format upgrade).
+
+    Raises:
+        CorruptIndex: the checksum fails, or the body has the wrong shape for its key.
+    """
+    data = body(key, raw)
+    try:
+        return _decode(key, data)
+    except (struct.error, ValueError, IndexError) as exc:  # UnicodeDecodeError: ValueError
+        raise CorruptIndex(LG, key, f"not a {_kind(key)} entry ({exc})") from None
+
+
+def _kind(key: bytes) -> str:
+    if key[:1] != CKPT:
+        return {BLOBS: "channel value", RUNS: "run"}.get(key[:1], "unknown")
+    rest = key.split(b"\x00", 2)[2]
+    if rest == _LATEST:
+        return "latest"
+    tail = rest.partition(b"\x00")[2]
+    return {b"": "checkpoint", b"s": "record", b"w": "write", b"f": "flags"}.get(
+        tail[:1], "unknown")
+
+
+def _decode(key: bytes, data: bytes) -> Any:
+    match _kind(key):
+        case "checkpoint" if data[_CKPT.size - 1:_CKPT.size] in (b"R", b"D"):
+            return parse_ckpt(key, data)
+        case "channel value":
+            return _SEQ.unpack(data)[0]
+        case "write":
+            return _WRITE.unpack(data)
+        case "record" if data in (b"c", b"w"):
+            return data
+        case "run" if data == b"":
+            return data
+        case "latest":
+            return data.decode()
+        case "flags" if data:
+            return data[0], data[1:].decode()
+    raise ValueError(f"unexpected value {data[:16]!r}")
 
 
 # -- retention ------------------------------------------------------------------
@@ -313,4 +395,4 @@ def retain(items: list[tuple[int, int, Any]], keep: int) -> set[int]:
 
 LANGGRAPH = Extension(name="langgraph", tables=LG_TABLES, records=LANGGRAPH_RECORDS,
                       fold_tables=fold_tables, fold_head=fold_head, keys_of=keys_of,
-                      retain=retain)
+                      retain=retain, read_value=read_value)

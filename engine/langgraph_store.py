@@ -32,6 +32,7 @@ from .index import RUNLOG, runlog_key
 from .langgraph_index import (
     LG,
     blob_key,
+    blob_seq,
     ckpt_key,
     ckpt_prefix,
     is_checkpoint,
@@ -215,8 +216,9 @@ class Threads:
               version: Version, vtype: str, value: bytes, chains: dict[str, _Chain | None],
               now: float) -> LGBlob | None:
         """The record for one channel value: None if stored already, a delta if it can be."""
-        found = r.get(LG, blob_key(thread, ns, channel, version))
-        if found is not None and self._value(r, seq_from(found)) == (vtype, value):
+        key = blob_key(thread, ns, channel, version)
+        found = r.get(LG, key)
+        if found is not None and self._value(r, blob_seq(key, found)) == (vtype, value):
             return None
         chains[channel] = None
         whole = LGBlob(run_id=thread, ns=ns, channel=channel, version=version,
@@ -245,16 +247,20 @@ class Threads:
         chain = self._chains.get((thread, ns, channel))
         if chain is not None and r.get(RUNLOG, runlog_key(thread, chain.seq)) is not None:
             yield chain  # seqs are never reused: the record is still the one we wrote
-        raw = None if parent_id is None else r.get(LG, ckpt_key(thread, ns, parent_id))
+        key = b"" if parent_id is None else ckpt_key(thread, ns, parent_id)
+        raw = r.get(LG, key) if key else None
         if raw is None:
             return
-        parent = r.record(parse_ckpt(raw)[0])
+        parent = r.record(parse_ckpt(key, raw)[0])
         assert isinstance(parent, LGCheckpoint)
         version = parent.versions.get(channel)
-        found = None if version is None else r.get(LG, blob_key(thread, ns, channel,
-                                                                       version))
-        if found is not None and (chain is None or seq_from(found) != chain.seq):
-            loaded = self._load_chain(r, seq_from(found))
+        if version is None:
+            return
+        key = blob_key(thread, ns, channel, version)
+        found = r.get(LG, key)
+        at = None if found is None else blob_seq(key, found)
+        if at is not None and (chain is None or at != chain.seq):
+            loaded = self._load_chain(r, at)
             if loaded is not None:
                 yield loaded
 
@@ -320,22 +326,23 @@ class Threads:
     def _load(self, r: Reader, key: bytes, raw: bytes,
               keep: Callable[[LGCheckpoint], bool] | None = None) -> Stored | None:
         thread, ns, cid = split_ckpt_key(key)
-        rec = r.record(parse_ckpt(raw)[0])
+        rec = r.record(parse_ckpt(key, raw)[0])
         assert isinstance(rec, LGCheckpoint)
         if keep is not None and not keep(rec):
             return None
         values = {}
         for channel, version in rec.versions.items():
-            found = r.get(LG, blob_key(thread, ns, channel, version))
+            bkey = blob_key(thread, ns, channel, version)
+            found = r.get(LG, bkey)
             if found is not None:
-                values[channel] = self._value(r, seq_from(found))
+                values[channel] = self._value(r, blob_seq(bkey, found))
         return Stored(thread, ns, rec, values, self._writes(r, thread, ns, cid))
 
     def _writes(self, r: Reader, thread: str, ns: str, cid: str) -> list[tuple[str, str, Typed]]:
         """Pending writes in LangGraph's order: (task_path, task_id, idx)."""
         rows, records = [], {}
-        for _, raw in r.scan(LG, writes_prefix(thread, ns, cid)):
-            seq, position = parse_write(raw)
+        for key, raw in r.scan(LG, writes_prefix(thread, ns, cid)):
+            seq, position = parse_write(key, raw)
             rec = records.get(seq) or records.setdefault(seq, r.record(seq))
             assert isinstance(rec, LGWrites)
             idx, channel, vtype, value = rec.writes[position]
@@ -414,13 +421,14 @@ class Threads:
             for run in wanted:
                 for key, _ in r.scan(LG, runs_prefix(run)):
                     _, thread, ns, cid = split_run_key(key)
-                    raw = r.get(LG, ckpt_key(thread, ns, cid))
-                    if raw is None or parse_ckpt(raw)[3] != run:
+                    ckey = ckpt_key(thread, ns, cid)
+                    raw = r.get(LG, ckey)
+                    if raw is None or parse_ckpt(ckey, raw)[3] != run:
                         continue  # put again under another run id since
                     threads.add(thread)
                     doomed |= self._checkpoint_seqs(r, thread, ns, cid)
             for thread in threads:
-                live = [seq_from(raw) for _, raw in _checkpoints(r, ckpt_prefix(thread))]
+                live = [parse_ckpt(k, raw)[0] for k, raw in _checkpoints(r, ckpt_prefix(thread))]
                 live = [s for s in live if s not in doomed]
                 doomed |= self._garbage(r, thread, live)
             return doomed
@@ -445,7 +453,7 @@ class Threads:
                 latest: dict[str, tuple[str, int]] = {}
                 for key, raw in _checkpoints(r, ckpt_prefix(thread)):
                     _, ns, cid = split_ckpt_key(key)
-                    latest[ns] = (cid, seq_from(raw))  # keys ascend: the last one wins
+                    latest[ns] = (cid, parse_ckpt(key, raw)[0])  # keys ascend: the last wins
                 keep = {s for s, t in r.run_entries(thread) if t == RunCreated.TYPE}
                 for ns, (cid, _) in latest.items():
                     keep |= self._checkpoint_seqs(r, thread, ns, cid)
@@ -466,8 +474,9 @@ class Threads:
             rec = r.record(seq)
             assert isinstance(rec, LGCheckpoint)
             for channel, version in rec.versions.items():
-                found = r.get(LG, blob_key(thread, rec.ns, channel, version))
-                at = None if found is None else seq_from(found)
+                key = blob_key(thread, rec.ns, channel, version)
+                found = r.get(LG, key)
+                at = None if found is None else blob_seq(key, found)
                 while at is not None and at not in out:
                     out.add(at)
                     blob = r.record(at)
