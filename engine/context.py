@@ -43,6 +43,7 @@ from .errors import (
 )
 from .index import IntentState
 from .offload import off_loop, on_loop
+from .run_view import expired
 from .tools import Outcome, Tool
 
 if TYPE_CHECKING:
@@ -82,10 +83,7 @@ class NodeContext:
 
     def _ask(self, action: str, payload: Any, expires_in: float | None, aid: str) -> bool:
         ex = self._ex
-        try:
-            check_serializable(payload, f"the payload of approval {action!r} in node {self.node!r}")
-        except NotSerializable:
-            raise
+        check_serializable(payload, f"the payload of approval {action!r} in node {self.node!r}")
         digest = digest_of(action, payload)
         with ex.store.reader() as r:
             req = r.approval(aid)
@@ -102,7 +100,7 @@ class NodeContext:
             raise Nondeterminism(self.node, self._asks - 1, f"approval of {req.action!r} "
                                  f"({req.digest[:19]})", f"approval of {action!r} ({digest[:19]})")
         if req.decision is None:
-            if req.expires_at is not None and ex.clock() > req.expires_at:
+            if expired(req, ex.clock()):
                 ex.commit([decided(req, "reject", by="bide", reason="expired", at=ex.clock())])
                 return False
             raise Paused(waiting, [])

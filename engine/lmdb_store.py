@@ -52,7 +52,8 @@ from .index import (
     with_checksum,
 )
 from .permissions import PRIVATE_FILE, private_dir
-from .store import Check, lease_expires
+from .run_view import lease_expires
+from .store import Check
 
 STORE_FORMAT = 2  # 2: derived index values carry a checksum (index.with_checksum)
 LOG, META, LEASES = "log", "meta", "leases"

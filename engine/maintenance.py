@@ -50,6 +50,7 @@ from .index import (
 )
 from .lmdb_store import LEASES, LOG, LMDBReader, LMDBStore, TxnTables
 from .permissions import exposure
+from .run_view import unfolded_from
 
 # What prune may take from a run it keeps; every other record (its identity, status history,
 # tool calls, decisions, and any type prune does not know) stays.
@@ -403,7 +404,7 @@ def needed(items: list[tuple[int, int, Record]], keep: int) -> set[int]:
                 kept.update(chained.writes)
     if cps:
         last_seq, last = cps[-1]
-        start = last.scan_from if last.scan_from >= 0 else last_seq + 1
+        start = unfolded_from(last_seq, last)
         kept.update(seq for seq, _, r in items if isinstance(r, PendingWrite) and seq >= start)
     return kept
 

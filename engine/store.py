@@ -109,14 +109,3 @@ class Store(Protocol):
 
     def close(self) -> None: ...
 
-
-def lease_expires(reader: Reader, head: RunHead) -> float:
-    """When the run's current lease ends: its grant's expiry, or a later renewal of that token.
-
-    Renewals are kept beside the log (``renew_lease`` writes no record), so this is
-    the one place that combines the two.
-    """
-    renewed = reader.lease_expiry(head.run_id)
-    if renewed is not None and renewed[0] == head.lease_token:
-        return max(head.lease_expires, renewed[1])
-    return head.lease_expires
