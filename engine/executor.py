@@ -38,7 +38,6 @@ class Cursor:
     superstep: int
     state: dict[str, Any]
     next: list[str]
-    counts: dict[str, int]
     seen: dict[str, dict[str, int]]
     base: int
     deltas: int
@@ -61,7 +60,7 @@ class Execution:
         self.fingerprint = flow.fingerprint()
         c = cursor
         self.version, self.superstep, self.state = c.version, c.superstep, c.state
-        self.next, self.counts, self.seen = c.next, c.counts, c.seen
+        self.next, self.seen = c.next, c.seen
         self.base, self.deltas, self.scan_from, self.found = c.base, c.deltas, c.scan_from, c.found
         self.base_version = c.base_version
         self.absorbed: list[int] = []
@@ -255,9 +254,9 @@ class Execution:
         writes = [(r.node, r.ops) for r in results]
         state, custom = fold(self.flow, self.state, writes)
         names = [r.node for r in results]
-        counts, seen = dict(self.counts), {k: dict(v) for k, v in self.seen.items()}
-        self.next = self.flow.successors(names, state, counts, seen)
-        self.state, self.counts, self.seen = state, counts, seen
+        seen = {k: dict(v) for k, v in self.seen.items()}
+        self.next = self.flow.successors(names, state, seen)
+        self.state, self.seen = state, seen
         if self.policy.pending_writes:
             for r in results:
                 if r.seq is not None:
@@ -283,7 +282,7 @@ class Execution:
             writes=[] if full else self.absorbed, deferred=[] if full else self.deferred,
             ops=[] if full else self.inline,
             committed=self.committed or self.last_committed, next=self.next,
-            counts=self.counts, seen=self.seen,
+            seen=self.seen,
             waiting=waiting, scan_from=-1 if folding else self.scan_from,
             flow=self.flow.name if full else "", fingerprint=self.fingerprint if full else "",
             at=self.clock(),

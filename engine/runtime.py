@@ -331,7 +331,7 @@ class Engine:
             assert isinstance(base, Checkpoint)
         self._check_fits(head, cp, found)
         return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
-                      counts=dict(cp.counts), seen={k: dict(v) for k, v in cp.seen.items()},
+                      seen={k: dict(v) for k, v in cp.seen.items()},
                       base=head.base, deltas=deltas, base_version=base.version,
                       scan_from=start - 1 if cp.scan_from < 0 else cp.scan_from, found=found)
 
