@@ -104,10 +104,6 @@ def lease_of(reader: Reader, head: RunHead, now: float) -> dict[str, Any] | None
             "live": view.lease_live(now)}
 
 
-def lease_live(reader: Reader, head: RunHead, now: float) -> bool:
-    return RunView(reader, head).lease_live(now)
-
-
 def waiting_text(head: RunHead, live: bool) -> str:
     """What the run waits on, in a few words (``-`` if nothing)."""
     w = head.waiting or {}
@@ -135,7 +131,7 @@ def runs(engine: Engine, *, status: str | None = None, flow: str | None = None,
         heads = heads[:limit] if limit else heads
         rows = []
         for h in heads:
-            live = lease_live(r, h, now)
+            live = RunView(r, h).lease_live(now)
             rows.append({
                 "run_id": h.run_id, "flow": h.flow, "status": h.status,
                 "state_version": h.state_version, "superstep": h.superstep,
@@ -336,7 +332,7 @@ def intents(engine: Engine, run_id: str | None = None, *, unknown: bool = False,
                 if i.run_id not in live:
                     head = r.head(i.run_id)
                     live[i.run_id] = head is None or (
-                        head.status == "RUNNING" and lease_live(r, head, now))
+                        head.status == "RUNNING" and RunView(r, head).lease_live(now))
                 if live[i.run_id]:
                     continue
             rows.append(plain(i))

@@ -51,7 +51,7 @@ from .index import (
     seq_of,
     with_checksum,
 )
-from .permissions import PRIVATE_FILE, private_dir
+from .permissions import PRIVATE_FILE, open_private, private_dir
 from .run_view import lease_expires
 from .store import Check
 
@@ -384,10 +384,6 @@ def _ours(p: Path) -> bool:
         c.name in ("lock.mdb", "data.mdb", "grow.lock", RESERVE) for c in p.iterdir())
 
 
-def _private_opener(path: str, flags: int) -> int:
-    return os.open(path, flags, PRIVATE_FILE)
-
-
 def _check_home(path: Path, create: bool) -> None:
     if path.exists() and not path.is_dir():
         raise NotAHome(path, "it is a file, not a directory")
@@ -677,7 +673,7 @@ class LMDBStore:
 
     def _grow(self, full_at: int) -> None:
         """Double the map, serialized across processes by a lock file."""
-        with open(self.path / "grow.lock", "a+b", opener=_private_opener) as lock:
+        with open(self.path / "grow.lock", "a+b", opener=open_private) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 self._adopt_map_size()  # adopt what another process may have done already

@@ -108,4 +108,3 @@ class Store(Protocol):
         """Free the room kept for a last small commit on a full disk; False if none."""
 
     def close(self) -> None: ...
-
