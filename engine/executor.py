@@ -24,6 +24,7 @@ from .full_disk import release_on_full_store
 from .offload import off_loop
 from .policy import Policy
 from .state import DEFERRED, Op, fold
+from .step import StepScope
 from .store import Store
 from .tasks import TaskResult, arun_tasks, run_tasks
 
@@ -56,7 +57,6 @@ class Execution:
         self.token, self.owner, self.policy, self.clock = token, owner, policy, clock
         self.lease_ttl = lease_ttl
         self.stopping: threading.Event | None = None
-        self.countdown: Any = None
         self.fingerprint = flow.fingerprint()
         c = cursor
         self.version, self.superstep, self.state = c.version, c.superstep, c.state
@@ -92,7 +92,7 @@ class Execution:
                     return
                 tasks = self._tasks()
                 done, todo = self._found(tasks)
-                results = self._ordered(tasks, done, await arun_tasks(self, todo))
+                results = self._ordered(tasks, done, await arun_tasks(self._scope(), todo))
                 if await off_loop(self._settle, results):
                     return
             await off_loop(self._checkpoint, "DONE", release=True)
@@ -128,6 +128,12 @@ class Execution:
             return True
         return False
 
+    def _scope(self) -> StepScope:
+        """What this superstep's tasks and their ctx may use of the run (read-only)."""
+        return StepScope(store=self.store, flow=self.flow, policy=self.policy,
+                         run_id=self.run_id, token=self.token, superstep=self.superstep,
+                         version=self.version, state=self.state, clock=self.clock)
+
     def _tasks(self) -> list[tuple[str, str]]:
         return [(f"{self.superstep}:{name}:0", name) for name in self.next]
 
@@ -148,7 +154,7 @@ class Execution:
 
     def _results(self, tasks: list[tuple[str, str]]) -> list[TaskResult]:
         done, todo = self._found(tasks)
-        return self._ordered(tasks, done, run_tasks(self, todo))
+        return self._ordered(tasks, done, run_tasks(self._scope(), todo))
 
     def _found(self, tasks: list[tuple[str, str]]
                ) -> tuple[dict[str, TaskResult], list[tuple[str, str]]]:
