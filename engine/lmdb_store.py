@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import lmdb
 
-from ..formats import Record, decode, encode, unpack_value
+from ..formats import Record, decode, encode, pack_value, unpack_value
 from . import faults
 from .errors import (
     DurabilityLost,
@@ -589,8 +589,6 @@ class LMDBStore:
             raise StaleLease(run_id, token, current)
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
-        from ..formats import pack_value
-
         def body(txn: lmdb.Transaction) -> bool:
             head = LMDBReader(txn, self.dbs).head(run_id)
             if head is None or head.lease_token != token or head.lease_owner is None:
