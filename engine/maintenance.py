@@ -37,7 +37,6 @@ from . import faults
 from .errors import StoreError
 from .index import (
     DERIVED,
-    FINISHED_STATUSES,
     FRAMED,
     RUNLOG,
     RUNS,
@@ -50,7 +49,7 @@ from .index import (
 )
 from .lmdb_store import LEASES, LOG, LMDBReader, LMDBStore, TxnTables
 from .permissions import exposure
-from .run_view import unfolded_from
+from .run_view import finished, unfolded_from
 
 # What prune may take from a run it keeps; every other record (its identity, status history,
 # tool calls, decisions, and any type prune does not know) stays.
@@ -367,7 +366,7 @@ def _plan(records: list[tuple[int, int, Record]], keep: int, older: float | None
         if raw_head is None:
             continue  # records of a run with no RunCreated: not ours to judge, leave them
         head = unpack_value(raw_head, RunHead, table=RUNS, key=run_id.encode())
-        if older is not None and head.status in FINISHED_STATUSES \
+        if older is not None and finished(head) \
                 and head.updated_at < now - older:
             drop = {seq for seq, _, _ in items}
             report.runs_removed.append(run_id)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..formats import Checkpoint, PendingWrite
 from .errors import UnknownVersion
-from .index import ApprovalState, RunHead
+from .index import FINISHED_STATUSES, ApprovalState, RunHead
 from .store import Reader
 
 Unfolded = dict[str, tuple[int, PendingWrite]]
@@ -77,6 +77,16 @@ class RunView:
         """The approval request the run waits for, if it waits for one that exists."""
         aid = (self.head.waiting or {}).get("approval_id")
         return None if aid is None else self.reader.approval(aid)
+
+
+def finished(head: RunHead) -> bool:
+    """DONE, FAILED or CANCELLED: nothing more happens to it unless someone resumes it."""
+    return head.status in FINISHED_STATUSES
+
+
+def ended(head: RunHead) -> bool:
+    """DONE or CANCELLED: no resume will run it again (a FAILED run may be retried)."""
+    return head.status in ("DONE", "CANCELLED")
 
 
 def unfolded_from(checkpoint_seq: int, cp: Checkpoint) -> int:

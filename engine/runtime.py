@@ -42,7 +42,7 @@ from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from .offload import off_loop
 from .permissions import private_dir
 from .policy import Policy
-from .run_view import RunView, settled
+from .run_view import RunView, ended, settled
 from .runs import CheckpointInfo, Run, Status, check_run_id
 from .state import materialize
 from .store import Reader
@@ -183,7 +183,7 @@ class Engine:
     def _take(self, run_id: str) -> Run | int:
         """Lease the run to resume it (its token), or the run if it waits on a decision."""
         head = self._head(run_id)
-        if head.status in ("DONE", "CANCELLED"):
+        if ended(head):
             raise RunNotResumable(run_id, f"it is {head.status}")
         if head.status in WAITING_STATUSES and not self._decided(head):
             return self.get(run_id)  # nothing to do until someone decides
@@ -276,7 +276,7 @@ class Engine:
             head = r.head(run_id)
             if head is None:
                 raise UnknownRun(run_id)
-            if head.status in ("DONE", "CANCELLED"):
+            if ended(head):
                 raise RunNotResumable(run_id, f"it is {head.status}")
             view = RunView(r, head)
             req = view.awaited_approval() if head.status in WAITING_STATUSES else None

@@ -14,7 +14,9 @@ from bide import UnknownVersion
 from bide.engine.index import ApprovalState, RunHead
 from bide.engine.run_view import (
     RunView,
+    ended,
     expired,
+    finished,
     owner_alive,
     pid_alive,
     settled,
@@ -63,6 +65,18 @@ def head(checkpoint: int = 0, **fields: Any) -> RunHead:
 def request(decision: str | None = None, expires_at: float | None = None) -> ApprovalState:
     return ApprovalState(approval_id="a1", run_id=RUN, kind="approval", node="n", task="t",
                          action="act", digest="d", decision=decision, expires_at=expires_at)
+
+
+# -- the status ----------------------------------------------------------------------------
+@pytest.mark.parametrize(("status", "is_finished", "is_ended"), [
+    ("PENDING", False, False), ("RUNNING", False, False), ("WAITING_APPROVAL", False, False),
+    ("NEEDS_RECONCILIATION", False, False), ("INTERRUPTED", False, False),
+    ("FAILED", True, False),  # finished, yet a resume may retry it
+    ("DONE", True, True), ("CANCELLED", True, True),
+])
+def test_finished_and_ended(status: str, is_finished: bool, is_ended: bool):
+    h = RunHead(run_id=RUN, flow="f", status=status)
+    assert finished(h) is is_finished and ended(h) is is_ended
 
 
 # -- the pending-write scan ----------------------------------------------------------
