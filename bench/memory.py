@@ -52,7 +52,6 @@ def run_in_memory(flow: Flow, state: dict[str, Any], run_id: str = "mem"
                   ) -> tuple[dict[str, Any], int]:
     """Run ``flow`` from ``state`` to the end; returns (final state, supersteps)."""
     state = dict(state)
-    counts: dict[str, int] = {}
     seen: dict[str, dict[str, int]] = {}
     names = flow.start_nodes()
     superstep = 0
@@ -70,6 +69,6 @@ def run_in_memory(flow: Flow, state: dict[str, Any], run_id: str = "mem"
                 updates = list(pool.map(call, names))
         writes = [(n, _ops(flow, u)) for n, u in zip(names, updates, strict=True)]
         state, _ = fold(flow, state, writes)
-        names = flow.successors(names, state, counts, seen)
+        names = flow.successors(names, state, seen)
         superstep += 1
     return state, superstep

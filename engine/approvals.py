@@ -13,6 +13,7 @@ from .errors import DecisionNotAllowed, DecisionRefused, UnknownApproval
 from .index import ApprovalState
 from .permissions import private_dir
 from .render import to_json
+from .run_view import expired
 from .store import Reader
 
 APPROVAL_DECISIONS = ("approve", "reject")
@@ -118,7 +119,7 @@ def check_decision(
             return req, True
         raise DecisionRefused(approval_id, f"already decided {req.decision!r} by "
                               f"{req.by or 'someone'}")
-    if req.expires_at is not None and now > req.expires_at:
+    if expired(req, now):
         raise DecisionRefused(approval_id, "the request expired")
     return req, False
 

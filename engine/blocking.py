@@ -14,6 +14,7 @@ from typing import Any
 
 from ..formats import LeaseReleased, StatusChanged
 from .index import RunHead
+from .run_view import finished
 from .store import Reader
 
 BLOCKED = "blocked: cannot be resumed until the error below is fixed (the run's data is kept)"
@@ -36,7 +37,7 @@ def block_records(r: Reader, run_id: str, why: str, *, owner: str, now: float,
     run INTERRUPTED, so any worker may retry it at once once the cause is fixed.
     """
     head = r.head(run_id)
-    if head is None or head.status in ("DONE", "CANCELLED", "FAILED"):
+    if head is None or finished(head):
         return []
     if head.reason == BLOCKED and head.error == why:
         return []

@@ -44,6 +44,7 @@ from .index import DERIVED
 from .lmdb_store import LOG
 from .maintenance import DoctorReport, check
 from .permissions import PRIVATE_DIR, PRIVATE_FILE
+from .run_view import pid_alive
 
 _FLOCK = struct.Struct("hhqqi4x")  # struct flock on Linux (x86_64 and aarch64)
 _MIN_MAP = 64 << 20
@@ -146,18 +147,8 @@ def _clean_leftovers(home: Path, data: Path) -> None:
             link.unlink()
     for tmp in home.glob(".compact-*"):
         pid = tmp.name.split("-")[1]
-        if tmp.is_dir() and pid.isdigit() and not _alive(int(pid)):
+        if tmp.is_dir() and pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
 
 
 def _copy(store: Path, tmp: Path) -> tuple[int, int]:

@@ -12,7 +12,7 @@ import hashlib
 import inspect
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..formats import (
     ApprovalRequested,
@@ -43,22 +43,21 @@ from .errors import (
 )
 from .index import IntentState
 from .offload import off_loop, on_loop
+from .run_view import expired
+from .step import StepScope
 from .tools import Outcome, Tool
-
-if TYPE_CHECKING:
-    from .executor import Execution
 
 
 class NodeContext:
     """Passed to every node as ``ctx``. One per node execution (attempt)."""
 
-    def __init__(self, ex: Execution, node: str, task: str, attempt: int) -> None:
-        self._ex = ex
-        self.run_id = ex.run_id
+    def __init__(self, scope: StepScope, node: str, task: str, attempt: int) -> None:
+        self._scope = scope
+        self.run_id = scope.run_id
         self.node = node
         self.task_id = task
-        self.superstep = ex.superstep
-        self.state_version = ex.version
+        self.superstep = scope.superstep
+        self.state_version = scope.version
         self.attempt = attempt
         self._calls = 0
         self._asks = 0
@@ -81,29 +80,27 @@ class NodeContext:
         return self._ask(action, payload, expires_in, approval_id(self.run_id, self.task_id, index))
 
     def _ask(self, action: str, payload: Any, expires_in: float | None, aid: str) -> bool:
-        ex = self._ex
-        try:
-            check_serializable(payload, f"the payload of approval {action!r} in node {self.node!r}")
-        except NotSerializable:
-            raise
+        scope = self._scope
+        check_serializable(payload, f"the payload of approval {action!r} in node {self.node!r}")
         digest = digest_of(action, payload)
-        with ex.store.reader() as r:
+        with scope.reader() as r:
             req = r.approval(aid)
         waiting = {"type": "approval", "node_id": self.node, "approval_id": aid}
         if req is None:
-            now = ex.clock()
+            now = scope.clock()
             raise Paused(waiting, [ApprovalRequested(
                 run_id=self.run_id, approval_id=aid, kind="approval", node=self.node,
                 task=self.task_id, action=action, payload=payload, digest=digest,
-                state_version=ex.version, allowed=list(APPROVAL_DECISIONS), requested_at=now,
+                state_version=scope.version, allowed=list(APPROVAL_DECISIONS), requested_at=now,
                 expires_at=None if expires_in is None else now + expires_in,
             )])
         if req.digest != digest and not same_request(req.digest, action, payload):
             raise Nondeterminism(self.node, self._asks - 1, f"approval of {req.action!r} "
                                  f"({req.digest[:19]})", f"approval of {action!r} ({digest[:19]})")
         if req.decision is None:
-            if req.expires_at is not None and ex.clock() > req.expires_at:
-                ex.commit([decided(req, "reject", by="bide", reason="expired", at=ex.clock())])
+            if expired(req, scope.clock()):
+                scope.commit([decided(req, "reject", by="bide", reason="expired",
+                                      at=scope.clock())])
                 return False
             raise Paused(waiting, [])
         return req.decision == "approve"
@@ -185,13 +182,13 @@ class _ToolCall:
                  loop: asyncio.AbstractEventLoop | None) -> None:
         self.ctx, self.t, self.index, self.args, self.kwargs = ctx, t, index, args, kwargs
         self.loop = loop  # set for ctx.atool: async tools and reconcilers run on it
-        self.ex = ctx._ex
+        self.scope = ctx._scope
         self.key = ctx.intent_key(index)
         self.idem = idempotency_key(ctx.run_id, self.key)
         self.digest = args_digest(t.name, args, kwargs)
 
     def run(self) -> Any:
-        with self.ex.store.reader() as r:
+        with self.scope.reader() as r:
             known = r.intent(self.ctx.run_id, self.key)
         if known is None or faults.switch("no_intent_replay"):
             return self._call(attempt=1 if known is None else known.attempts + 1)
@@ -243,7 +240,7 @@ class _ToolCall:
                           kind=f"reconcile@{known.attempts}")
         waiting = {"type": "reconciliation", "node_id": self.ctx.node, "approval_id": aid,
                    "tool": self.t.name, "intent": self.key}
-        with self.ex.store.reader() as r:
+        with self.scope.reader() as r:
             if r.approval(aid) is not None:
                 raise Paused(waiting, [])  # already asked; still undecided
         payload = {"tool": self.t.name, "intent": self.key, "idempotency_key": self.idem,
@@ -252,9 +249,9 @@ class _ToolCall:
         raise Paused(waiting, [ApprovalRequested(
             run_id=self.ctx.run_id, approval_id=aid, kind="reconciliation", node=self.ctx.node,
             task=self.ctx.task_id, action=f"reconcile {self.t.name}", payload=payload,
-            digest=digest_of(f"reconcile {self.t.name}", payload), state_version=self.ex.version,
+            digest=digest_of(f"reconcile {self.t.name}", payload), state_version=self.scope.version,
             allowed=list(RECONCILE_DECISIONS), tool=self.t.name, intent=self.key,
-            requested_at=self.ex.clock(),
+            requested_at=self.scope.clock(),
         )])
 
     def _call(self, attempt: int) -> Any:
@@ -289,16 +286,16 @@ class _ToolCall:
         faults.point("before_intent_prepared")
         ctx = self.ctx
         preview = _preview(self.args, self.kwargs)
-        self.ex.commit([IntentPrepared(
+        self.scope.commit([IntentPrepared(
             run_id=ctx.run_id, key=self.key, task=ctx.task_id, node=ctx.node, index=self.index,
             tool=self.t.name, args_digest=self.digest, idempotency_key=self.idem,
-            attempt=attempt, args_preview=preview, at=self.ex.clock(),
+            attempt=attempt, args_preview=preview, at=self.scope.clock(),
         )])
         faults.point("after_intent_prepared")
 
     def _complete(self, attempt: int, **fields: Any) -> None:
-        self.ex.commit([IntentCompleted(run_id=self.ctx.run_id, key=self.key, attempt=attempt,
-                                        at=self.ex.clock(), **fields)])
+        self.scope.commit([IntentCompleted(run_id=self.ctx.run_id, key=self.key, attempt=attempt,
+                                        at=self.scope.clock(), **fields)])
         faults.point("after_intent_completed")
 
 

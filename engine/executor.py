@@ -24,6 +24,7 @@ from .full_disk import release_on_full_store
 from .offload import off_loop
 from .policy import Policy
 from .state import DEFERRED, Op, fold
+from .step import StepScope
 from .store import Store
 from .tasks import TaskResult, arun_tasks, run_tasks
 
@@ -38,7 +39,6 @@ class Cursor:
     superstep: int
     state: dict[str, Any]
     next: list[str]
-    counts: dict[str, int]
     seen: dict[str, dict[str, int]]
     base: int
     deltas: int
@@ -57,11 +57,10 @@ class Execution:
         self.token, self.owner, self.policy, self.clock = token, owner, policy, clock
         self.lease_ttl = lease_ttl
         self.stopping: threading.Event | None = None
-        self.countdown: Any = None
         self.fingerprint = flow.fingerprint()
         c = cursor
         self.version, self.superstep, self.state = c.version, c.superstep, c.state
-        self.next, self.counts, self.seen = c.next, c.counts, c.seen
+        self.next, self.seen = c.next, c.seen
         self.base, self.deltas, self.scan_from, self.found = c.base, c.deltas, c.scan_from, c.found
         self.base_version = c.base_version
         self.absorbed: list[int] = []
@@ -93,7 +92,7 @@ class Execution:
                     return
                 tasks = self._tasks()
                 done, todo = self._found(tasks)
-                results = self._ordered(tasks, done, await arun_tasks(self, todo))
+                results = self._ordered(tasks, done, await arun_tasks(self._scope(), todo))
                 if await off_loop(self._settle, results):
                     return
             await off_loop(self._checkpoint, "DONE", release=True)
@@ -129,6 +128,12 @@ class Execution:
             return True
         return False
 
+    def _scope(self) -> StepScope:
+        """What this superstep's tasks and their ctx may use of the run (read-only)."""
+        return StepScope(store=self.store, flow=self.flow, policy=self.policy,
+                         run_id=self.run_id, token=self.token, superstep=self.superstep,
+                         version=self.version, state=self.state, clock=self.clock)
+
     def _tasks(self) -> list[tuple[str, str]]:
         return [(f"{self.superstep}:{name}:0", name) for name in self.next]
 
@@ -149,7 +154,7 @@ class Execution:
 
     def _results(self, tasks: list[tuple[str, str]]) -> list[TaskResult]:
         done, todo = self._found(tasks)
-        return self._ordered(tasks, done, run_tasks(self, todo))
+        return self._ordered(tasks, done, run_tasks(self._scope(), todo))
 
     def _found(self, tasks: list[tuple[str, str]]
                ) -> tuple[dict[str, TaskResult], list[tuple[str, str]]]:
@@ -255,9 +260,9 @@ class Execution:
         writes = [(r.node, r.ops) for r in results]
         state, custom = fold(self.flow, self.state, writes)
         names = [r.node for r in results]
-        counts, seen = dict(self.counts), {k: dict(v) for k, v in self.seen.items()}
-        self.next = self.flow.successors(names, state, counts, seen)
-        self.state, self.counts, self.seen = state, counts, seen
+        seen = {k: dict(v) for k, v in self.seen.items()}
+        self.next = self.flow.successors(names, state, seen)
+        self.state, self.seen = state, seen
         if self.policy.pending_writes:
             for r in results:
                 if r.seq is not None:
@@ -283,7 +288,7 @@ class Execution:
             writes=[] if full else self.absorbed, deferred=[] if full else self.deferred,
             ops=[] if full else self.inline,
             committed=self.committed or self.last_committed, next=self.next,
-            counts=self.counts, seen=self.seen,
+            seen=self.seen,
             waiting=waiting, scan_from=-1 if folding else self.scan_from,
             flow=self.flow.name if full else "", fingerprint=self.fingerprint if full else "",
             at=self.clock(),

@@ -131,15 +131,13 @@ class Flow:
         self,
         completed: list[str],
         state: Any,
-        counts: dict[str, int],
         seen: dict[str, dict[str, int]],
     ) -> list[str]:
         """The nodes triggered by ``completed``; updates ``seen`` in place.
 
         ``seen[join]`` holds the dependencies of a join that completed since the join
         last ran; the entry goes away when the join fires, so checkpoints carry only
-        joins that are half satisfied, not every join ever run. ``counts`` is kept for
-        the record format and no longer written.
+        joins that are half satisfied, not every join ever run.
         """
         done = set(completed)
         triggered: set[str] = set()

@@ -27,12 +27,14 @@ from ..formats import (
     RunCreated,
     StatusChanged,
 )
-from .errors import RunError, UnknownRun, UnknownVersion
+from .errors import RunError, UnknownRun
+from .errors import UnknownVersion as UnknownVersion  # its old home, still imported from here
 from .index import RunHead
 from .render import clip, first_line, preview, size
+from .run_view import RunView, owner_alive
 from .runs import Status
 from .state import materialize
-from .store import Reader, lease_expires
+from .store import Reader
 
 if TYPE_CHECKING:
     from .runtime import Engine
@@ -92,22 +94,14 @@ def bide_head(reader: Reader, run_id: str, what: str) -> RunHead:
 def lease_of(reader: Reader, head: RunHead, now: float) -> dict[str, Any] | None:
     """Who holds the run's lease, until when, and whether it is live.
 
-    Live means: not expired, and the owner is not a process of this host that
-    has gone (the same rule recovery uses).
+    Live means ``RunView.lease_live``: the rule recovery uses.
     """
-    from .runtime import owner_alive  # here: runtime may come to import this module
-
     if head.lease_owner is None:
         return None
-    expires = lease_expires(reader, head)
-    alive = owner_alive(head.lease_owner)
-    return {"owner": head.lease_owner, "token": head.lease_token, "expires_at": expires,
-            "owner_alive": alive, "live": expires > now and alive}
-
-
-def lease_live(reader: Reader, head: RunHead, now: float) -> bool:
-    lease = lease_of(reader, head, now)
-    return lease is not None and lease["live"]
+    view = RunView(reader, head)
+    return {"owner": head.lease_owner, "token": head.lease_token,
+            "expires_at": view.lease_expires(), "owner_alive": owner_alive(head.lease_owner),
+            "live": view.lease_live(now)}
 
 
 def waiting_text(head: RunHead, live: bool) -> str:
@@ -137,7 +131,7 @@ def runs(engine: Engine, *, status: str | None = None, flow: str | None = None,
         heads = heads[:limit] if limit else heads
         rows = []
         for h in heads:
-            live = lease_live(r, h, now)
+            live = RunView(r, h).lease_live(now)
             rows.append({
                 "run_id": h.run_id, "flow": h.flow, "status": h.status,
                 "state_version": h.state_version, "superstep": h.superstep,
@@ -183,22 +177,13 @@ def show(engine: Engine, run_id: str, *, now: float | None = None) -> dict[str, 
 def pending_writes(reader: Reader, head: RunHead) -> dict[str, str]:
     """``{node: summary}`` of the outputs committed after the latest checkpoint.
 
-    These are the tasks a resume will not run again (same rule as the runtime:
-    from the checkpoint's ``scan_from``, for its superstep or later).
+    These are the tasks a resume will not run again (``RunView.unfolded``).
     """
     if head.checkpoint < 0:
         return {}
-    cp = reader.record(head.checkpoint)
-    assert isinstance(cp, Checkpoint)
-    start = cp.scan_from if cp.scan_from >= 0 else head.checkpoint + 1
     out: dict[str, str] = {}
-    for seq, rtype in reader.run_entries(head.run_id, start):
-        if rtype != "pending_write":
-            continue
-        write = reader.record(seq)
-        assert isinstance(write, PendingWrite)
-        if write.superstep < cp.superstep:
-            continue
+    _, _, found = RunView(reader, head).unfolded()
+    for seq, write in sorted(found.values(), key=lambda item: item[0]):
         name = write.node if write.node not in out else write.task
         keys = ", ".join(dict.fromkeys(op[0] for op in write.ops)) or "no keys"
         out[name] = f"{keys} ({size(len(reader.raw(seq) or b''))}, step {write.superstep})"
@@ -285,22 +270,7 @@ def version_seq(reader: Reader, run_id: str, version: int | None) -> tuple[int, 
     head = bide_head(reader, run_id, "state")
     if version is None:
         return head.checkpoint, head.state_version
-    return checkpoint_seq(reader, run_id, version), version
-
-
-def checkpoint_seq(reader: Reader, run_id: str, version: int) -> int:
-    """The seq of the run's checkpoint at ``version``; UnknownVersion if it has none."""
-    found, known = None, []
-    for seq, rtype in reader.run_entries(run_id):
-        if rtype == "checkpoint":
-            cp = reader.record(seq)
-            assert isinstance(cp, Checkpoint)
-            known.append(cp.version)
-            if cp.version == version:
-                found = seq  # the last one wins (a pause can repeat a version)
-    if found is None:
-        raise UnknownVersion(run_id, version, sorted(set(known)))
-    return found
+    return RunView(reader, head).checkpoint_seq(version), version
 
 
 def state(engine: Engine, run_id: str, version: int | None = None) -> tuple[int, dict[str, Any]]:
@@ -362,7 +332,7 @@ def intents(engine: Engine, run_id: str | None = None, *, unknown: bool = False,
                 if i.run_id not in live:
                     head = r.head(i.run_id)
                     live[i.run_id] = head is None or (
-                        head.status == "RUNNING" and lease_live(r, head, now))
+                        head.status == "RUNNING" and RunView(r, head).lease_live(now))
                 if live[i.run_id]:
                     continue
             rows.append(plain(i))

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import lmdb
 
-from ..formats import Record, decode, encode, unpack_value
+from ..formats import Record, decode, encode, pack_value, unpack_value
 from . import faults
 from .errors import (
     DurabilityLost,
@@ -51,8 +51,9 @@ from .index import (
     seq_of,
     with_checksum,
 )
-from .permissions import PRIVATE_FILE, private_dir
-from .store import LEASES, LOG, Check, Logged, Observer, WriteEvent, check_fence, notify
+from .permissions import PRIVATE_FILE, open_private, private_dir
+from .run_view import check_fence
+from .store import LEASES, LOG, Check, Logged, Observer, WriteEvent, notify
 
 STORE_FORMAT = 2  # 2: derived index values carry a checksum (index.with_checksum)
 META = "meta"
@@ -383,10 +384,6 @@ def _ours(p: Path) -> bool:
         c.name in ("lock.mdb", "data.mdb", "grow.lock", RESERVE) for c in p.iterdir())
 
 
-def _private_opener(path: str, flags: int) -> int:
-    return os.open(path, flags, PRIVATE_FILE)
-
-
 def _check_home(path: Path, create: bool) -> None:
     if path.exists() and not path.is_dir():
         raise NotAHome(path, "it is a file, not a directory")
@@ -594,8 +591,6 @@ class LMDBStore:
         check_fence(reader, run_id, token, self.clock())
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
-        from ..formats import pack_value
-
         def body(txn: lmdb.Transaction) -> bool:
             head = LMDBReader(txn, self.dbs).head(run_id)
             if head is None or head.lease_token != token or head.lease_owner is None:
@@ -680,7 +675,7 @@ class LMDBStore:
 
     def _grow(self, full_at: int) -> None:
         """Double the map, serialized across processes by a lock file."""
-        with open(self.path / "grow.lock", "a+b", opener=_private_opener) as lock:
+        with open(self.path / "grow.lock", "a+b", opener=open_private) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 self._adopt_map_size()  # adopt what another process may have done already

@@ -37,7 +37,6 @@ from .errors import StoreError
 from .extensions import owner
 from .index import (
     DERIVED,
-    FINISHED_STATUSES,
     FRAMED,
     RUNLOG,
     RUNS,
@@ -49,6 +48,7 @@ from .index import (
     seq_of,
 )
 from .permissions import exposure
+from .run_view import finished, unfolded_from
 from .store import LEASES, LOG, Logged, Reader, Store
 
 # What prune may take from a run it keeps; every other record (its identity, status history,
@@ -355,7 +355,7 @@ def _plan(records: list[tuple[int, int, Record]], keep: int, older: float | None
         if raw_head is None:
             continue  # records of a run with no RunCreated: not ours to judge, leave them
         head = unpack_value(raw_head, RunHead, table=RUNS, key=run_id.encode())
-        if older is not None and head.status in FINISHED_STATUSES \
+        if older is not None and finished(head) \
                 and head.updated_at < now - older:
             drop = {seq for seq, _, _ in items}
             report.runs_removed.append(run_id)
@@ -397,7 +397,7 @@ def needed(items: list[tuple[int, int, Record]], keep: int) -> set[int]:
                 kept.update(chained.writes)
     if cps:
         last_seq, last = cps[-1]
-        start = last.scan_from if last.scan_from >= 0 else last_seq + 1
+        start = unfolded_from(last_seq, last)
         kept.update(seq for seq, _, r in items if isinstance(r, PendingWrite) and seq >= start)
     return kept
 

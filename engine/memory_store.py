@@ -42,7 +42,8 @@ from .index import (
     seq_key,
     seq_of,
 )
-from .store import LEASES, LOG, Check, Logged, Observer, WriteEvent, check_fence, notify
+from .run_view import check_fence
+from .store import LEASES, LOG, Check, Logged, Observer, WriteEvent, notify
 
 SCHEME = "memory:"
 _TABLES = (LOG, LEASES, *DERIVED)

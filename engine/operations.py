@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..formats import Checkpoint, LeaseAcquired, LeaseReleased, Record, RunCreated, StatusChanged
 from .errors import RunError, RunExists
 from .inspect import head_of, version_seq
+from .runs import check_run_id
 from .state import materialize
 from .store import Reader
 
@@ -88,8 +89,6 @@ def fork(engine: Engine, run_id: str, version: int, new_id: str | None = None, *
     Raises:
         UnknownRun, UnknownVersion, RunExists.
     """
-    from .runtime import check_run_id  # here: runtime may delegate to this module
-
     at = engine.clock() if now is None else now
     new_id = check_run_id(new_id) if new_id is not None else _fork_id(run_id)
 
@@ -107,7 +106,7 @@ def fork(engine: Engine, run_id: str, version: int, new_id: str | None = None, *
                        parent_version=version, at=at),
             Checkpoint(run_id=new_id, version=cp.version, superstep=cp.superstep,
                        status="PENDING", full=True, state=state, next=list(cp.next),
-                       counts=dict(cp.counts), seen={k: dict(v) for k, v in cp.seen.items()},
+                       seen={k: dict(v) for k, v in cp.seen.items()},
                        flow=head.flow, fingerprint=head.fingerprint, at=at),
         ]
 

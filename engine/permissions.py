@@ -29,7 +29,7 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def open_private(path: Path, flags: int) -> int:
+def open_private(path: str | os.PathLike[str], flags: int) -> int:
     """``os.open`` creating an owner-only file."""
     return os.open(path, flags | os.O_CREAT, PRIVATE_FILE)
 

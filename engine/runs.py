@@ -1,4 +1,4 @@
-"""What callers see of a run: ``Run`` and ``CheckpointInfo``, built from the store."""
+"""What callers see of a run: ``Run`` and ``CheckpointInfo``, built from the store; run ids."""
 
 from __future__ import annotations
 
@@ -9,6 +9,18 @@ from typing import Any
 
 from .errors import UnknownStatus
 from .index import RunHead
+
+MAX_RUN_ID = 128
+
+
+def check_run_id(run_id: Any) -> str:
+    """``run_id`` if it can name a run (a key and a file name part); else ValueError."""
+    if not isinstance(run_id, str) or not run_id or len(run_id) > MAX_RUN_ID:
+        raise ValueError(f"run_id must be a non-empty string of at most {MAX_RUN_ID} "
+                         f"characters, not {run_id!r}")
+    if any(c in run_id for c in "\x00/\\") or not run_id.isprintable():
+        raise ValueError(f"run_id {run_id!r} may not contain '/', '\\', NUL or control chars")
+    return run_id
 
 
 class Status(str, Enum):

@@ -38,27 +38,16 @@ from .errors import (
 from .executor import Cursor, Execution
 from .flow import Flow
 from .index import FINISHED_STATUSES, WAITING_STATUSES, RunHead
-from .inspect import checkpoint_seq
 from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from .offload import off_loop
 from .permissions import private_dir
 from .policy import Policy
 from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
-from .runs import CheckpointInfo, Run, Status
+from .run_view import RunView, ended, settled
+from .runs import CheckpointInfo, Run, Status, check_run_id
 from .state import materialize
-from .store import Reader, Store, lease_expires
+from .store import Reader, Store
 from .surface import Surface
-
-MAX_RUN_ID = 128
-
-
-def check_run_id(run_id: Any) -> str:
-    if not isinstance(run_id, str) or not run_id or len(run_id) > MAX_RUN_ID:
-        raise ValueError(f"run_id must be a non-empty string of at most {MAX_RUN_ID} "
-                         f"characters, not {run_id!r}")
-    if any(c in run_id for c in "\x00/\\") or not run_id.isprintable():
-        raise ValueError(f"run_id {run_id!r} may not contain '/', '\\', NUL or control chars")
-    return run_id
 
 
 class Engine(Surface):
@@ -201,12 +190,12 @@ class Engine(Surface):
     def _take(self, run_id: str) -> Run | int:
         """Lease the run to resume it (its token), or the run if it waits on a decision."""
         head = self._head(run_id)
-        if head.status in ("DONE", "CANCELLED"):
+        if ended(head):
             raise RunNotResumable(run_id, f"it is {head.status}")
         if head.status in WAITING_STATUSES and not self._decided(head):
             return self.get(run_id)  # nothing to do until someone decides
         with self.store.reader() as r:  # the flow must still fit before anything is written
-            cp, _, found = self._unfolded(r, head)
+            cp, _, found = RunView(r, head).unfolded()
         self._check_fits(head, cp, found)
         return self._acquire(run_id)
 
@@ -281,19 +270,12 @@ class Engine(Surface):
                 if head.status in ("PENDING", "INTERRUPTED"):
                     out.append(head)
                 elif head.status in WAITING_STATUSES:
-                    aid = (head.waiting or {}).get("approval_id")
-                    req = None if aid is None else r.approval(aid)
+                    req = RunView(r, head).awaited_approval()
                     if req is not None and settled(req, now):
                         out.append(head)
-                elif head.status == "RUNNING" and not self._held(r, head, now):
+                elif head.status == "RUNNING" and not RunView(r, head).lease_live(now):
                     out.append(head)
         return out
-
-    @staticmethod
-    def _held(r: Reader, head: RunHead, now: float) -> bool:
-        if head.lease_owner is None:
-            return False
-        return lease_expires(r, head) > now and owner_alive(head.lease_owner)
 
     def _give_up(self, head: RunHead, reason: str) -> RecoveredRun:
         def check(r: Reader) -> None:
@@ -311,9 +293,8 @@ class Engine(Surface):
                             status="FAILED", reason=reason)
 
     def _decided(self, head: RunHead) -> bool:
-        aid = (head.waiting or {}).get("approval_id")
         with self.store.reader() as r:
-            req = None if aid is None else r.approval(aid)
+            req = RunView(r, head).awaited_approval()
         return req is None or settled(req, self.clock())
 
     def _acquire(self, run_id: str) -> int:
@@ -324,18 +305,15 @@ class Engine(Surface):
             head = r.head(run_id)
             if head is None:
                 raise UnknownRun(run_id)
-            if head.status in ("DONE", "CANCELLED"):
+            if ended(head):
                 raise RunNotResumable(run_id, f"it is {head.status}")
-            if head.status in WAITING_STATUSES:
-                aid = (head.waiting or {}).get("approval_id")
-                req = None if aid is None else r.approval(aid)
-                if req is not None and not settled(req, now):
-                    raise RunNotResumable(run_id, f"it waits for decision {aid}")
-            if head.lease_owner is not None and head.lease_owner != self.owner:
-                expires = lease_expires(r, head)
-                if expires > now and owner_alive(head.lease_owner):
-                    raise RunNotResumable(run_id, f"worker {head.lease_owner} holds its lease "
-                                          f"for {expires - now:.1f}s more")
+            view = RunView(r, head)
+            req = view.awaited_approval() if head.status in WAITING_STATUSES else None
+            if req is not None and not settled(req, now):
+                raise RunNotResumable(run_id, f"it waits for decision {req.approval_id}")
+            if head.lease_owner != self.owner and view.lease_live(now):
+                raise RunNotResumable(run_id, f"worker {head.lease_owner} holds its lease "
+                                      f"for {view.lease_expires() - now:.1f}s more")
             orphaned = head.lease_owner is not None
             records: list[Any] = [LeaseAcquired(
                 run_id=run_id, owner=self.owner, token=head.lease_token + 1,
@@ -374,7 +352,7 @@ class Engine(Surface):
     def _cursor(self, head: RunHead) -> Cursor:
         """Load the latest checkpoint and the pending writes not yet folded into it."""
         with self.store.reader() as r:
-            cp, start, found = self._unfolded(r, head)
+            cp, start, found = RunView(r, head).unfolded()
             state = materialize(r, head.run_id, head.checkpoint)
             deltas = sum(1 for s, t in r.run_entries(head.run_id, head.base + 1)
                          if t == "checkpoint" and s <= head.checkpoint)
@@ -382,26 +360,9 @@ class Engine(Surface):
             assert isinstance(base, Checkpoint)
         self._check_fits(head, cp, found)
         return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
-                      counts=dict(cp.counts), seen={k: dict(v) for k, v in cp.seen.items()},
+                      seen={k: dict(v) for k, v in cp.seen.items()},
                       base=head.base, deltas=deltas, base_version=base.version,
                       scan_from=start - 1 if cp.scan_from < 0 else cp.scan_from, found=found)
-
-    @staticmethod
-    def _unfolded(r: Reader, head: RunHead
-                  ) -> tuple[Checkpoint, int, dict[str, tuple[int, PendingWrite]]]:
-        """The latest checkpoint, where its unfolded pending writes start, and those writes."""
-        cp = r.record(head.checkpoint)
-        assert isinstance(cp, Checkpoint)
-        start = cp.scan_from if cp.scan_from >= 0 else head.checkpoint + 1
-        found: dict[str, tuple[int, PendingWrite]] = {}
-        for seq, rtype in r.run_entries(head.run_id, start):
-            if rtype != "pending_write":
-                continue
-            write = r.record(seq)
-            assert isinstance(write, PendingWrite)
-            if write.superstep >= cp.superstep:
-                found[write.task] = (seq, write)
-        return cp, start, found
 
     def _check_fits(self, head: RunHead, cp: Checkpoint,
                     found: dict[str, tuple[int, PendingWrite]]) -> None:
@@ -521,7 +482,7 @@ class Engine(Surface):
         """The run's state at its latest checkpoint, or at checkpoint ``version``."""
         head = self._head(run_id)
         with self.store.reader() as r:
-            seq = head.checkpoint if version is None else checkpoint_seq(r, run_id, version)
+            seq = head.checkpoint if version is None else RunView(r, head).checkpoint_seq(version)
             return materialize(r, run_id, seq)
 
     def intents(self, run_id: str) -> list[dict[str, Any]]:
@@ -539,30 +500,6 @@ class Engine(Surface):
 
 class _AlreadyDecided(Exception):
     """The same decision landed between our read and our commit."""
-
-
-def owner_alive(owner: str) -> bool:
-    """False only when the owner is a process on this host that no longer exists.
-
-    A lease of a dead local process need not wait out its expiry; a lease of
-    another host (or a live or unknowable process) is honoured until it expires.
-    """
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return True
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
-def settled(req: Any, now: float) -> bool:
-    """Decided, or expired (an expired request resumes as a rejection)."""
-    return req.decision is not None or (req.expires_at is not None and now > req.expires_at)
 
 
 def pending_row(a: Any) -> dict[str, Any]:

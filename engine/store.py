@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..formats import Record
-from . import faults
-from .errors import StaleLease
 from .index import ApprovalState, IntentState, RunHead
 
 Check = Callable[["Reader"], None]
@@ -186,31 +184,3 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release this object's hold on the store (idempotent)."""
-
-
-def lease_expires(reader: Reader, head: RunHead) -> float:
-    """When the run's current lease ends: its grant's expiry, or a later renewal of that token.
-
-    Renewals are kept beside the log (``renew_lease`` writes no record), so this is
-    the one place that combines the two.
-    """
-    renewed = reader.lease_expiry(head.run_id)
-    if renewed is not None and renewed[0] == head.lease_token:
-        return max(head.lease_expires, renewed[1])
-    return head.lease_expires
-
-
-def check_fence(reader: Reader, run_id: str, token: int, now: float) -> None:
-    """Refuse a fenced commit unless ``token`` holds the run's lease and it is live at ``now``.
-
-    Raises:
-        StaleLease: the lease was taken over, released, or expired.
-    """
-    if faults.switch("no_fencing"):
-        return
-    head = reader.head(run_id)
-    current = None if head is None else head.lease_token
-    if current != token or head is None or head.lease_owner is None:
-        raise StaleLease(run_id, token, current)
-    if lease_expires(reader, head) < now:
-        raise StaleLease(run_id, token, current)

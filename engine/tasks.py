@@ -16,7 +16,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..formats import PendingWrite
 from . import faults
@@ -24,9 +24,7 @@ from .context import NodeContext
 from .errors import Nondeterminism, Paused, StaleLease, StateNotSerializable, StoreFull
 from .offload import off_loop, run_coroutine
 from .state import Op, to_ops
-
-if TYPE_CHECKING:
-    from .executor import Execution
+from .step import StepScope
 
 # Failures that a retry cannot fix: do not burn retries on them.
 _NOT_RETRIED = (Nondeterminism, StateNotSerializable, StaleLease)
@@ -59,7 +57,7 @@ class _Countdown:
             return self.left == 0
 
 
-def run_tasks(ex: Execution, tasks: list[tuple[str, str]]) -> list[TaskResult]:
+def run_tasks(scope: StepScope, tasks: list[tuple[str, str]]) -> list[TaskResult]:
     """Run ``(task_id, node)`` pairs; results in the given order.
 
     Every task but the one that finishes last commits its pending write at once;
@@ -68,62 +66,62 @@ def run_tasks(ex: Execution, tasks: list[tuple[str, str]]) -> list[TaskResult]:
     """
     if not tasks:
         return []
-    ex.countdown = _Countdown(len(tasks))
-    nodes = [ex.flow.nodes[name] for _, name in tasks]
+    left = _Countdown(len(tasks))
+    nodes = [scope.flow.nodes[name] for _, name in tasks]
     if any(n.is_async for n in nodes):
-        return run_coroutine(lambda: _gather(ex, tasks))
+        return run_coroutine(lambda: _gather(scope, left, tasks))
     if len(tasks) == 1:
-        return [_run_sync(ex, *tasks[0])]
+        return [_run_sync(scope, left, *tasks[0])]
     with ThreadPoolExecutor(max_workers=min(len(tasks), 32)) as pool:
-        return list(pool.map(lambda t: _run_sync(ex, *t), tasks))
+        return list(pool.map(lambda t: _run_sync(scope, left, *t), tasks))
 
 
-async def arun_tasks(ex: Execution, tasks: list[tuple[str, str]]) -> list[TaskResult]:
+async def arun_tasks(scope: StepScope, tasks: list[tuple[str, str]]) -> list[TaskResult]:
     """``run_tasks`` on the caller's event loop: async nodes run there, the rest off it."""
     if not tasks:
         return []
-    ex.countdown = _Countdown(len(tasks))
-    return await _gather(ex, tasks)
+    return await _gather(scope, _Countdown(len(tasks)), tasks)
 
 
-async def _gather(ex: Execution, tasks: list[tuple[str, str]]) -> list[TaskResult]:
+async def _gather(scope: StepScope, left: _Countdown, tasks: list[tuple[str, str]]
+                  ) -> list[TaskResult]:
     async def one(task: str, name: str) -> TaskResult:
-        if ex.flow.nodes[name].is_async:
-            return await _run_async(ex, task, name)
-        return await off_loop(_run_sync, ex, task, name)
+        if scope.flow.nodes[name].is_async:
+            return await _run_async(scope, left, task, name)
+        return await off_loop(_run_sync, scope, left, task, name)
 
     return list(await asyncio.gather(*(one(t, n) for t, n in tasks)))
 
 
-def _run_sync(ex: Execution, task: str, name: str) -> TaskResult:
-    node = ex.flow.nodes[name]
+def _run_sync(scope: StepScope, left: _Countdown, task: str, name: str) -> TaskResult:
+    node = scope.flow.nodes[name]
     attempt = 0
     while True:
-        ctx = NodeContext(ex, name, task, attempt)
+        ctx = NodeContext(scope, name, task, attempt)
         try:
-            update = _closing(ctx, node.fn, MappingProxyType(ex.state), ctx)
-            return _finish(ex, task, name, update)
+            update = _closing(ctx, node.fn, MappingProxyType(scope.state), ctx)
+            return _finish(scope, left, task, name, update)
         except BaseException as exc:  # noqa: BLE001 - sorted below; pauses are not errors
-            result = _failed(ex, task, name, exc, attempt, node.retries)
+            result = _failed(left, task, name, exc, attempt, node.retries)
         if result is not None:
             return result
         time.sleep(node.retry_backoff * (2 ** attempt))
         attempt += 1
 
 
-async def _run_async(ex: Execution, task: str, name: str) -> TaskResult:
-    node = ex.flow.nodes[name]
+async def _run_async(scope: StepScope, left: _Countdown, task: str, name: str) -> TaskResult:
+    node = scope.flow.nodes[name]
     attempt = 0
     while True:
-        ctx = NodeContext(ex, name, task, attempt)
+        ctx = NodeContext(scope, name, task, attempt)
         try:
             try:
-                update = await node.fn(MappingProxyType(ex.state), ctx)
+                update = await node.fn(MappingProxyType(scope.state), ctx)
             finally:
                 ctx.close()
-            return await off_loop(_finish, ex, task, name, update)
+            return await off_loop(_finish, scope, left, task, name, update)
         except BaseException as exc:  # noqa: BLE001 - sorted below
-            result = _failed(ex, task, name, exc, attempt, node.retries)
+            result = _failed(left, task, name, exc, attempt, node.retries)
         if result is not None:
             return result
         await asyncio.sleep(node.retry_backoff * (2 ** attempt))
@@ -138,23 +136,24 @@ def _closing(ctx: NodeContext, fn: Any, *args: Any) -> Any:
         ctx.close()
 
 
-def _finish(ex: Execution, task: str, name: str, update: Any) -> TaskResult:
-    ops = to_ops(ex.flow, name, update)
+def _finish(scope: StepScope, left: _Countdown, task: str, name: str, update: Any
+            ) -> TaskResult:
+    ops = to_ops(scope.flow, name, update)
     seq = None
-    if ex.policy.pending_writes and not ex.countdown.last(task):
-        record = PendingWrite(run_id=ex.run_id, task=task, superstep=ex.superstep, node=name,
-                              ops=ops, at=ex.clock())
-        seq = ex.commit([record])[0]
+    if scope.policy.pending_writes and not left.last(task):
+        record = PendingWrite(run_id=scope.run_id, task=task, superstep=scope.superstep,
+                              node=name, ops=ops, at=scope.clock())
+        seq = scope.commit([record])[0]
         faults.point("after_pending_write")
     return TaskResult(task, name, "ok", ops, seq)
 
 
-def _failed(ex: Execution, task: str, name: str, exc: BaseException, attempt: int,
+def _failed(left: _Countdown, task: str, name: str, exc: BaseException, attempt: int,
             retries: int) -> TaskResult | None:
     """A result for a task that stopped, or None to retry it."""
     result = _stopped(task, name, exc, attempt, retries)
     if result is not None:
-        ex.countdown.last(task)
+        left.last(task)
     return result
 
 

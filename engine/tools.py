@@ -61,9 +61,8 @@ class Tool(Generic[P, R]):
         self.needs_approval = needs_approval
         self.retries = retries
         self.backoff = backoff
-        self.is_async = inspect.iscoroutinefunction(fn)
         # awaited through ctx.atool only: sync ctx.tool cannot run a coroutine
-        self.needs_await = self.is_async or inspect.iscoroutinefunction(reconcile)
+        self.needs_await = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(reconcile)
         self.accepts_key = _accepts_key(fn)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 

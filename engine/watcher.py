@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -95,13 +94,3 @@ class Watcher:
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.02) -> bool:
-    """Poll ``predicate`` until true or ``timeout`` (tests and the demo use it)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()

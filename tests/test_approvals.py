@@ -12,8 +12,9 @@ import time
 import bide
 import pytest
 from bide.engine.inbox import drop_decision, sign
-from bide.engine.watcher import Watcher, wait_for
+from bide.engine.watcher import Watcher
 from conftest import APPS, count_lines
+from polling import wait_for
 
 sys.path.insert(0, str(APPS))
 import incident_app  # noqa: E402

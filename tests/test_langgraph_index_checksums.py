@@ -22,10 +22,10 @@ pytest.importorskip("langgraph.checkpoint.base")
 from bide.cli import main  # noqa: E402
 from bide.engine import langgraph_index as lg  # noqa: E402
 from bide.engine.index import DERIVED, read_index  # noqa: E402
-from bide.langgraph import BideSaver  # noqa: E402
 from bide.engine.langgraph_store import Threads  # noqa: E402
 from bide.engine.lmdb_store import LEASES, LOG, META, LMDBReader  # noqa: E402
 from bide.formats import CorruptIndex  # noqa: E402
+from bide.langgraph import BideSaver  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint  # noqa: E402
 

@@ -18,8 +18,9 @@ import bide
 from bide.engine import maintenance
 from bide.engine.blocking import BLOCKED
 from bide.engine.lmdb_store import LOG
-from bide.engine.watcher import Watcher, wait_for
+from bide.engine.watcher import Watcher
 from conftest import APPS
+from polling import wait_for
 
 sys.path.insert(0, str(APPS))
 import evolving_app  # noqa: E402

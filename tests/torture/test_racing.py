@@ -30,9 +30,9 @@ import pytest
 from bide.engine.inbox import drop_decision
 from bide.engine.lmdb_store import LMDBStore
 from bide.engine.maintenance import doctor
-from bide.engine.watcher import wait_for
 from bide.formats import LeaseAcquired, LeaseReleased, decode
 from conftest import APPS
+from polling import wait_for
 
 sys.path.insert(0, str(APPS))
 import race_app  # noqa: E402

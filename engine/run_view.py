@@ -1,0 +1,176 @@
+"""Where a run stands: each rule about a run's state, written once.
+
+The runtime (which run to take, whether it may be leased, where a resume starts),
+the read commands (``bide show``), cancel/fork and prune all ask the same
+questions of a snapshot: where do the pending writes not yet folded into the
+latest checkpoint start, and which are they; which checkpoint has this version;
+is the lease live; is the approval the run waits for settled; is this process
+alive. ``RunView`` answers them over one reader, so the rules cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+from ..formats import Checkpoint, PendingWrite
+from . import faults
+from .errors import StaleLease, UnknownVersion
+from .index import FINISHED_STATUSES, ApprovalState, RunHead
+from .store import Reader
+
+Unfolded = dict[str, tuple[int, PendingWrite]]
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One run seen through one read snapshot; one method per rule."""
+
+    reader: Reader
+    head: RunHead
+
+    # -- checkpoints and pending writes -------------------------------------------
+    def checkpoint(self) -> Checkpoint:
+        """The run's latest checkpoint."""
+        cp = self.reader.record(self.head.checkpoint)
+        assert isinstance(cp, Checkpoint)
+        return cp
+
+    def unfolded(self) -> tuple[Checkpoint, int, Unfolded]:
+        """The latest checkpoint, where its unfolded pending writes start, and those writes.
+
+        Those writes are the tasks a resume will not run again: from the checkpoint's
+        ``scan_from`` (see ``unfolded_from``), for its superstep or later, by task.
+        """
+        cp = self.checkpoint()
+        start = unfolded_from(self.head.checkpoint, cp)
+        found: Unfolded = {}
+        for seq, rtype in self.reader.run_entries(self.head.run_id, start):
+            if rtype != "pending_write":
+                continue
+            write = self.reader.record(seq)
+            assert isinstance(write, PendingWrite)
+            if write.superstep >= cp.superstep:
+                found[write.task] = (seq, write)
+        return cp, start, found
+
+    def checkpoint_seq(self, version: int) -> int:
+        """The seq of the run's checkpoint at ``version``.
+
+        Raises:
+            UnknownVersion: the run has no checkpoint at that version.
+        """
+        return checkpoint_seq(self.reader, self.head.run_id, version)
+
+    # -- the lease ----------------------------------------------------------------
+    def lease_expires(self) -> float:
+        """When the run's current lease ends (see ``lease_expires``)."""
+        return lease_expires(self.reader, self.head)
+
+    def lease_live(self, now: float) -> bool:
+        """Someone holds the lease, it has not expired, and its owner is not a gone process."""
+        owner = self.head.lease_owner
+        return owner is not None and self.lease_expires() > now and owner_alive(owner)
+
+    # -- the approval it waits for ------------------------------------------------------
+    def awaited_approval(self) -> ApprovalState | None:
+        """The approval request the run waits for, if it waits for one that exists."""
+        aid = (self.head.waiting or {}).get("approval_id")
+        return None if aid is None else self.reader.approval(aid)
+
+
+def finished(head: RunHead) -> bool:
+    """DONE, FAILED or CANCELLED: nothing more happens to it unless someone resumes it."""
+    return head.status in FINISHED_STATUSES
+
+
+def ended(head: RunHead) -> bool:
+    """DONE or CANCELLED: no resume will run it again (a FAILED run may be retried)."""
+    return head.status in ("DONE", "CANCELLED")
+
+
+def unfolded_from(checkpoint_seq: int, cp: Checkpoint) -> int:
+    """The first seq that may hold a pending write not folded into checkpoint ``cp``.
+
+    A checkpoint that folded its superstep says -1 (start right after it); one
+    written without folding (a pause, an interruption) keeps the earlier start.
+    """
+    return cp.scan_from if cp.scan_from >= 0 else checkpoint_seq + 1
+
+
+def checkpoint_seq(reader: Reader, run_id: str, version: int) -> int:
+    """The seq of the run's checkpoint at ``version``; UnknownVersion if it has none."""
+    found, known = None, []
+    for seq, rtype in reader.run_entries(run_id):
+        if rtype == "checkpoint":
+            cp = reader.record(seq)
+            assert isinstance(cp, Checkpoint)
+            known.append(cp.version)
+            if cp.version == version:
+                found = seq  # the last one wins (a pause can repeat a version)
+    if found is None:
+        raise UnknownVersion(run_id, version, sorted(set(known)))
+    return found
+
+
+def lease_expires(reader: Reader, head: RunHead) -> float:
+    """When the run's current lease ends: its grant's expiry, or a later renewal of that token.
+
+    Renewals are kept beside the log (``renew_lease`` writes no record), so this is
+    the one place that combines the two.
+    """
+    renewed = reader.lease_expiry(head.run_id)
+    if renewed is not None and renewed[0] == head.lease_token:
+        return max(head.lease_expires, renewed[1])
+    return head.lease_expires
+
+
+def check_fence(reader: Reader, run_id: str, token: int, now: float) -> None:
+    """Refuse a fenced commit unless ``token`` holds the run's lease and it is live at ``now``.
+
+    Raises:
+        StaleLease: the lease was taken over, released, or expired.
+    """
+    if faults.switch("no_fencing"):
+        return
+    head = reader.head(run_id)
+    current = None if head is None else head.lease_token
+    if current != token or head is None or head.lease_owner is None:
+        raise StaleLease(run_id, token, current)
+    if lease_expires(reader, head) < now:
+        raise StaleLease(run_id, token, current)
+
+
+def settled(req: ApprovalState, now: float) -> bool:
+    """Decided, or expired (an expired request resumes as a rejection)."""
+    return req.decision is not None or expired(req, now)
+
+
+def expired(req: ApprovalState, now: float) -> bool:
+    """The request had a deadline and it has passed."""
+    return req.expires_at is not None and now > req.expires_at
+
+
+def owner_alive(owner: str) -> bool:
+    """False only when the owner (``host:pid:...``) is a process of this host that has gone.
+
+    A lease of a dead local process need not wait out its expiry; a lease of
+    another host (or a live or unknowable process) is honoured until it expires.
+    """
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    return pid_alive(int(pid_text))
+
+
+def pid_alive(pid: int) -> bool:
+    """Does a process with this pid exist on this host (perhaps another user's)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True

@@ -1,0 +1,41 @@
+"""What one superstep's tasks may use of their run: a small, frozen scope.
+
+The executor builds a ``StepScope`` for each superstep and hands it to
+``tasks`` and to every node's ``ctx``. They read the run's identity, state
+and policy and commit under its fencing token through it; they cannot change
+where the run stands (that is the executor's job, after the superstep folds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from ..formats import Record
+from .flow import Flow
+from .policy import Policy
+from .store import Reader, Store
+
+
+@dataclass(frozen=True)
+class StepScope:
+    """The run's identity, state and policy during one superstep; commits are fenced."""
+
+    store: Store
+    flow: Flow
+    policy: Policy
+    run_id: str
+    token: int
+    superstep: int
+    version: int
+    state: Mapping[str, Any]
+    clock: Callable[[], float]
+
+    def commit(self, records: Sequence[Record]) -> list[int]:
+        """Commit ``records`` unless another worker has taken the run's lease since."""
+        return self.store.commit(records, fence=(self.run_id, self.token))
+
+    def reader(self) -> AbstractContextManager[Reader]:
+        return self.store.reader()
