@@ -2,7 +2,7 @@
 
 Every fault point × occurrences 1..K × {SIGKILL, os._exit} × workload × durability;
 after each crash a fresh process resumes to the end and the invariants are checked
-against a fault-free run (bench/torture.py). The negative control turns intent
+against a fault-free run (tests/torture/harness/torture.py). The negative control turns intent
 replay off and must see duplicated effects: proof the matrix can fail.
 """
 
@@ -12,8 +12,8 @@ import os
 from collections import Counter
 
 import pytest
-from bide.bench import torture
 from bide.engine.faults import FAULT_POINTS
+from bide.tests.torture.harness import torture
 
 pytestmark = pytest.mark.slow
 NIGHTLY = os.environ.get("BIDE_TORTURE") == "nightly"
