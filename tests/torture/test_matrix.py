@@ -9,7 +9,10 @@ replay off and must see duplicated effects: proof the matrix can fail.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from bide.engine.faults import FAULT_POINTS
@@ -23,8 +26,13 @@ PLAN = torture.Plan.nightly(seed=int(os.environ.get("BIDE_TORTURE_SEED", "0"))) 
 
 
 @pytest.fixture(scope="module")
-def tally(tmp_path_factory):
-    return torture.run(PLAN, tmp_path_factory.mktemp("torture"))
+def tally():
+    """Trials run where ``bide torture`` runs them (tmpfs when there is one); kept on failure."""
+    base = Path(tempfile.mkdtemp(prefix="bide-torture-test-", dir=torture.scratch_dir()))
+    t = torture.run(PLAN, base)
+    yield t
+    if not t.failures:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def explain(t: torture.Tally) -> str:
