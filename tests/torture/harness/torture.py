@@ -22,9 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bide.bench.crashkit import count_effects, in_fork, record_effect
 from bide.engine.faults import FAULT_POINTS
 
 from . import workloads as w  # imported once by each worker, before it forks: a warm parent
 
 MODES = ("kill", "exit")
 DURABILITIES = ("durable", "fast")
-CHILD_TIMEOUT = 60.0
 SHM = Path("/dev/shm")
 
 
@@ -57,41 +55,6 @@ def scratch_dir() -> Path | None:
 
 
 # -- children ---------------------------------------------------------------------------------
-def in_child(trial: Path, name: str, fn: Callable[[], Any], *, kill_after: float | None = None,
-             timeout: float = CHILD_TIMEOUT) -> tuple[str, Any]:
-    """Run ``fn`` in a forked child; ``("ok", value)``, ``("killed", sig)`` or ``("error", tb)``."""
-    out = trial / f"{name}.json"
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        code = 3
-        try:
-            devnull = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(devnull, fd)
-            value = fn()
-            out.write_text(json.dumps({"value": value}, default=str))
-            code = 0
-        except BaseException:  # noqa: BLE001 - reported to the worker, whatever it is
-            out.write_text(json.dumps({"error": traceback.format_exc()}))
-        finally:
-            os._exit(code)
-    pidfd = os.pidfd_open(pid)
-    try:
-        if kill_after is not None and not select.select([pidfd], [], [], kill_after)[0]:
-            os.kill(pid, signal.SIGKILL)
-        if not select.select([pidfd], [], [], timeout)[0]:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return "error", f"{name} hung for more than {timeout}s"
-    finally:
-        os.close(pidfd)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status) or os.waitstatus_to_exitcode(status) == 137:
-        return "killed", os.waitstatus_to_exitcode(status)
-    body = json.loads(out.read_text()) if out.exists() else {"error": f"{name}: no report"}
-    return ("ok", body["value"]) if "value" in body else ("error", body["error"])
-
-
 def _arm(trial: Path, spec: str | None, switches: str, *, log_commits: bool = True) -> None:
     """In a child: trace every point hit, arm the fault, log every commit's seqs."""
     from bide.engine import faults
@@ -115,9 +78,7 @@ def _arm(trial: Path, spec: str | None, switches: str, *, log_commits: bool = Tr
     def logged_write(self: Any, body: Any) -> Any:
         result = write(self, body)
         if getattr(local, "on", False) and result:  # durable now: must survive any crash
-            fd = os.open(commits, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            os.write(fd, "".join(f"{s}\n" for s in result).encode())
-            os.close(fd)
+            record_effect(commits, "\n".join(str(s) for s in result))
         return result
 
     LMDBStore.commit, LMDBStore._write = logged_commit, logged_write  # type: ignore[method-assign]
@@ -154,11 +115,11 @@ def reference(base: Path, workload: str, durability: str) -> dict[str, Any]:
     if key not in _refs:
         trial = Path(tempfile.mkdtemp(prefix=f"ref-{workload}-", dir=base))
         t0 = time.monotonic()
-        kind, value = in_child(trial, "ref", _crash_child(trial, workload, durability, None, ""))
+        kind, value = in_fork(trial, "ref", _crash_child(trial, workload, durability, None, ""))
         took = time.monotonic() - t0
         if kind != "ok":
             raise RuntimeError(f"the fault-free {workload} run failed: {value}")
-        kind, fin = in_child(trial, "final", _final_child(trial, workload, durability))
+        kind, fin = in_fork(trial, "final", _final_child(trial, workload, durability))
         if kind != "ok":
             raise RuntimeError(f"reading the fault-free {workload} run failed: {fin}")
         _refs[key] = {"effects": _effects(trial), "final": fin, "took": took,
@@ -175,8 +136,7 @@ def _final_child(trial: Path, workload: str, durability: str) -> Callable[[], An
 
 
 def _effects(trial: Path) -> Counter[str]:
-    path = trial / "effects"
-    return Counter(path.read_text().splitlines()) if path.exists() else Counter()
+    return count_effects(trial / "effects")
 
 
 def trial(job: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +151,7 @@ def trial(job: dict[str, Any]) -> dict[str, Any]:
         # within the fault-free run's duration (measured once, maybe under other load, so
         # aim inside it: a kill after the run ended injects nothing)
         delay = random.Random(job["seed"]).uniform(0.0, ref["took"] * 0.8)
-    kind, value = in_child(tdir, "crash", _crash_child(tdir, workload, durability, spec,
+    kind, value = in_fork(tdir, "crash", _crash_child(tdir, workload, durability, spec,
                                                        switches), kill_after=delay)
     out: dict[str, Any] = {"job": job, "injected": kind == "killed", "violations": []}
     if kind == "error":
@@ -199,7 +159,7 @@ def trial(job: dict[str, Any]) -> dict[str, Any]:
     if kind == "killed":
         trace = (tdir / "trace").read_text().split() if (tdir / "trace").exists() else []
         out["point"] = spec.split(":")[0] if spec else (trace[-1] if trace else "start")
-        kind, value = in_child(tdir, "finish", _finish_child(tdir, workload, durability,
+        kind, value = in_fork(tdir, "finish", _finish_child(tdir, workload, durability,
                                                              switches))
         if kind != "ok":
             out["violations"].append(f"recovery failed: {value}")
