@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import open as open_engine
-from .inbox import drop_decision
+from ..engine.inbox import drop_decision
 
 RUN = "r-42"
 
@@ -34,12 +34,12 @@ def run_demo(home: Path | None = None, say: Callable[[str], None] = print) -> in
     say("1. A worker starts the incident flow: search_logs and prepare_patch run in parallel,")
     say("   each calling a tool through the intent log. We kill the worker (SIGKILL) right")
     say("   after the first node's output is committed.")
-    out = _child(env, "after_pending_write:1:kill", "-m", "bide.engine.demo_app", str(home),
+    out = _child(env, "after_pending_write:1:kill", "-m", "bide.bench.demo_app", str(home),
                  "start", RUN)
     say(f"   worker exit code: {out.returncode} (killed). World so far: {_tally(effects)}\n")
 
     say("2. A new process resumes the run from its last checkpoint.")
-    _child(env, None, "-m", "bide.engine.demo_app", str(home), "resume", RUN)
+    _child(env, None, "-m", "bide.bench.demo_app", str(home), "resume", RUN)
     with open_engine(home) as eng:
         run = eng.get(RUN)
         snapshot = {"run_id": RUN, "state_version": run.state_version, "status": run.status.value,
@@ -55,13 +55,13 @@ def run_demo(home: Path | None = None, say: Callable[[str], None] = print) -> in
     say("   world, before bide could record that it did.")
     drop_decision(home, run.waiting["approval_id"], "approve", by="alice", reason="looks right")
     out = _child(env, "after_tool_effect:1:kill", "-m", "bide.cli", "watch", "--home", str(home),
-                 "--app", "bide.engine.demo_app:flow", "--once")
+                 "--app", "bide.bench.demo_app:flow", "--once")
     say(f"   watcher exit code: {out.returncode} (killed). World: {_tally(effects)}\n")
 
     say("4. Another watcher starts. The git_apply intent has no outcome: outcome unknown.")
     say("   bide does not guess: it asks the tool's reconciler, which finds the patch applied.")
     _child(env, None, "-m", "bide.cli", "watch", "--home", str(home), "--app",
-           "bide.engine.demo_app:flow", "--once")
+           "bide.bench.demo_app:flow", "--once")
     with open_engine(home) as eng:
         run = eng.get(RUN)
         apply = [i for i in eng.intents(RUN) if i["tool"] == "git_apply"]
