@@ -32,7 +32,7 @@ def load_harness() -> object:
 
 @click.command("torture")
 @click.option("--trials", type=click.IntRange(min=0), default=None,
-              help="Random kill trials [default 450; --nightly 65,000].")
+              help="Random kill trials [default 450; --nightly 75,000].")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the random kill moments (printed with any failure).")
 @click.option("--occurrences", type=click.IntRange(min=0), default=None,
