@@ -648,7 +648,7 @@ def watch(home: Path, apps: tuple[str, ...], once: bool, poll: bool, max_orphan_
               "(default: a new temporary directory).")
 def demo(home: Path | None) -> None:
     """Run the incident story: crash, resume, approval via the inbox, outcome unknown."""
-    from .engine.demo import run_demo
+    from .bench.demo import run_demo
 
     raise click.exceptions.Exit(run_demo(home, say=click.echo))
 

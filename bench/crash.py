@@ -16,7 +16,6 @@ Run as ``python -m bide.bench.crash worker|resume HOME SPEC POLICY RUN_ID COUNTE
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .crashkit import start_worker
 from .policies import BenchPolicy, get
 from .workloads import Counters, Workload
 
@@ -113,11 +113,8 @@ def main(argv: list[str]) -> None:
 
 def _spawn(role: str, home: Path, w: Workload, p: BenchPolicy, run_id: str,
            counters: Path) -> subprocess.Popen[str]:
-    env = dict(os.environ)
-    env.pop("BIDE_FAULT", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "bide.bench.crash", role, str(home), w.spec, p.name, run_id,
-         str(counters)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return start_worker("-m", "bide.bench.crash", role, str(home), w.spec, p.name, run_id,
+                        str(counters))
 
 
 def _finish(proc: subprocess.Popen[str], what: str) -> list[str]:

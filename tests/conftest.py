@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import bide
 import pytest
+from bide.bench.crashkit import count_effects, run_worker
 
 APPS = Path(__file__).parent / "apps"
 
@@ -38,18 +37,9 @@ def engine(home: Path, request: pytest.FixtureRequest):
 def run_app(script: str, *args: str, fault: str | None = None, env: dict | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess:
     """Run ``tests/apps/<script>`` in a fresh interpreter, optionally with a fault armed."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("BIDE_")}
-    if fault:
-        full_env["BIDE_FAULT"] = fault
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, str(APPS / script), *args], env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_worker(str(APPS / script), *args, fault=fault, env=env, timeout=timeout)
 
 
 def count_lines(path: Path) -> dict[str, int]:
     """Side-effect counters: one line appended per execution, outside the store."""
-    counts: dict[str, int] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            counts[line] = counts.get(line, 0) + 1
-    return counts
+    return dict(count_effects(path))

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import bide
-from bide.engine.demo import NODES_AND_TOOLS, resumed_node_story
+from bide.bench.demo import NODES_AND_TOOLS, resumed_node_story
 
 
 def demo(home: Path, cwd: Path) -> subprocess.CompletedProcess:

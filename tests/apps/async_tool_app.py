@@ -15,14 +15,14 @@ import signal
 import sys
 
 import bide
+from bide.bench.crashkit import record_effect
 
 home, effects, kind, api, action, run_id = sys.argv[1:7]
 
 
 async def effect(tool: str, key: str) -> None:
     await asyncio.sleep(0)
-    with open(effects, "a") as fh:
-        fh.write(f"{tool} {key}\n")
+    record_effect(effects, f"{tool} {key}")
     if os.environ.get("DIE_IN_TOOL"):
         os.kill(os.getpid(), signal.SIGKILL)  # the effect happened, the call never returns
 

@@ -7,10 +7,10 @@ Each node appends its name to COUNTER (a file outside the store) before returnin
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import bide
+from bide.bench.crashkit import record_effect
 
 home, counter, action, run_id = sys.argv[1:5]
 durability = sys.argv[5] if len(sys.argv) > 5 else "fast"
@@ -18,11 +18,7 @@ policy = bide.Policy(**json.loads(sys.argv[6])) if len(sys.argv) > 6 else None
 
 
 def effect(name: str) -> None:
-    fd = os.open(counter, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (name + "\n").encode())
-    finally:
-        os.close(fd)
+    record_effect(counter, name)
 
 
 flow = bide.Flow("chain")

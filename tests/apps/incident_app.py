@@ -9,17 +9,14 @@ import os
 import time
 
 import bide
+from bide.bench.crashkit import record_effect
 
 
 def effect(line: str) -> None:
     path = os.environ.get("BIDE_TEST_EFFECTS")
     if not path:
         return
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    record_effect(path, line)
 
 
 @bide.tool(idempotent=True)

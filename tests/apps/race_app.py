@@ -20,6 +20,7 @@ import os
 import time
 
 import bide
+from bide.bench.crashkit import record_effect
 from bide.engine.store import WriteEvent, observe
 
 STALL_MAX = 30.0
@@ -29,11 +30,7 @@ def log(line: str) -> None:
     path = os.environ.get("BIDE_RACE_LOG")
     if not path:
         return
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    record_effect(path, line)
 
 
 def _log_commit(event: WriteEvent) -> None:

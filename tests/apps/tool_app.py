@@ -12,16 +12,13 @@ import os
 import sys
 
 import bide
+from bide.bench.crashkit import record_effect
 
 home, effects, kind, action, run_id = sys.argv[1:6]
 
 
 def effect(tool: str, key: str) -> None:
-    fd = os.open(effects, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, f"{tool} {key}\n".encode())
-    finally:
-        os.close(fd)
+    record_effect(effects, f"{tool} {key}")
     if os.environ.get("DIE_IN_TOOL"):
         os.kill(os.getpid(), 9)  # "during the call": the effect happened, the call never returns
 

@@ -2,12 +2,12 @@
 
 usage: python tests/torture/make_corpus.py
 Special files (symlinks, FIFOs, hard links, directories, world-writable files)
-cannot live in git: bench/torture_corpus.special_files makes them at test time.
+cannot live in git: tests/torture/harness/corpus.special_files makes them at test time.
 """
 
 from pathlib import Path
 
-from bide.bench.torture_corpus import write_corpus
+from bide.tests.torture.harness.corpus import write_corpus
 
 if __name__ == "__main__":
     folder = Path(__file__).parent / "corpus"

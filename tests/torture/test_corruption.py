@@ -7,12 +7,12 @@ from __future__ import annotations
 import bide
 import lmdb
 import pytest
-from bide.bench.torture_workloads import World, build_flow, drive
 from bide.engine.errors import DurabilityLost, StoreFull
 from bide.engine.lmdb_store import LOG, seq_key
 from bide.engine.maintenance import doctor
 from bide.formats import decode
 from bide.formats.errors import CorruptRecord
+from bide.tests.torture.harness.workloads import World, build_flow, drive
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import bide
-from bide.bench.torture_corpus import generate, read_corpus, run_corpus
 from bide.engine.inbox import Inbox, parse
+from bide.tests.torture.harness.corpus import generate, read_corpus, run_corpus
 
 CORPUS = Path(__file__).parent / "corpus"
 

@@ -2,18 +2,21 @@
 
 Every fault point × occurrences 1..K × {SIGKILL, os._exit} × workload × durability;
 after each crash a fresh process resumes to the end and the invariants are checked
-against a fault-free run (bench/torture.py). The negative control turns intent
+against a fault-free run (tests/torture/harness/torture.py). The negative control turns intent
 replay off and must see duplicated effects: proof the matrix can fail.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections import Counter
+from pathlib import Path
 
 import pytest
-from bide.bench import torture
 from bide.engine.faults import FAULT_POINTS
+from bide.tests.torture.harness import torture
 
 pytestmark = pytest.mark.slow
 NIGHTLY = os.environ.get("BIDE_TORTURE") == "nightly"
@@ -23,8 +26,13 @@ PLAN = torture.Plan.nightly(seed=int(os.environ.get("BIDE_TORTURE_SEED", "0"))) 
 
 
 @pytest.fixture(scope="module")
-def tally(tmp_path_factory):
-    return torture.run(PLAN, tmp_path_factory.mktemp("torture"))
+def tally():
+    """Trials run where ``bide torture`` runs them (tmpfs when there is one); kept on failure."""
+    base = Path(tempfile.mkdtemp(prefix="bide-torture-test-", dir=torture.scratch_dir()))
+    t = torture.run(PLAN, base)
+    yield t
+    if not t.failures:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def explain(t: torture.Tally) -> str:

@@ -1,4 +1,4 @@
-"""The incident flow that ``bide demo`` runs (also ``--app bide.engine.demo_app:flow``).
+"""The incident flow that ``bide demo`` runs (also ``--app bide.bench.demo_app:flow``).
 
 Side effects are appended to the file named by ``$BIDE_DEMO_EFFECTS`` (the demo
 sets ``<home>/demo-effects/<run>.log``), outside the store, so the demo can prove
@@ -79,7 +79,7 @@ def apply_patch(state, ctx):
     return {"applied": True, "commit": ctx.tool(git_apply, state["patch"])}
 
 
-if __name__ == "__main__":  # python -m bide.engine.demo_app HOME start|resume RUN_ID
+if __name__ == "__main__":  # python -m bide.bench.demo_app HOME start|resume RUN_ID
     home, action, run_id = sys.argv[1:4]
     effects = Path(home) / "demo-effects" / f"{run_id}.log"
     if "BIDE_DEMO_EFFECTS" not in os.environ:

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import open as open_engine
-from .inbox import drop_decision
-from .inspect import show
+from ..engine.inbox import drop_decision
+from ..engine.inspect import show
 
 RUN = "r-42"
 NODES_AND_TOOLS = (("search_logs", "fetch_logs"), ("prepare_patch", "draft_patch"))
@@ -44,7 +44,7 @@ def run_demo(home: Path | None = None, say: Callable[[str], None] = print) -> in
     say("1. A worker starts the incident flow: search_logs and prepare_patch run in parallel,")
     say("   each calling a tool through the intent log. We kill the worker (SIGKILL) right")
     say("   after the first node's output is committed.")
-    out = _child(env, "after_pending_write:1:kill", "-m", "bide.engine.demo_app", str(home),
+    out = _child(env, "after_pending_write:1:kill", "-m", "bide.bench.demo_app", str(home),
                  "start", run_id)
     if out.returncode != -9:
         return _went_wrong(say, "the worker", out)
@@ -55,7 +55,7 @@ def run_demo(home: Path | None = None, say: Callable[[str], None] = print) -> in
     say(f"   Committed before the kill: {', '.join(sorted(kept)) or 'nothing'}.\n")
 
     say("2. A new process resumes the run from its last checkpoint.")
-    _child(env, None, "-m", "bide.engine.demo_app", str(home), "resume", run_id)
+    _child(env, None, "-m", "bide.bench.demo_app", str(home), "resume", run_id)
     with open_engine(home) as eng:
         run = eng.get(run_id)
         after = {i["tool"]: i for i in eng.intents(run_id)}
@@ -78,7 +78,7 @@ def run_demo(home: Path | None = None, say: Callable[[str], None] = print) -> in
     say("   world, before bide could record that it did.")
     drop_decision(home, run.waiting["approval_id"], "approve", by="alice", reason="looks right")
     out = _child(env, "after_tool_effect:1:kill", "-m", "bide.cli", "watch", "--home", str(home),
-                 "--app", "bide.engine.demo_app:flow", "--once")
+                 "--app", "bide.bench.demo_app:flow", "--once")
     if out.returncode != -9:
         return _went_wrong(say, "the watcher", out)
     say(f"   watcher exit code: {out.returncode} (killed). World: {_tally(effects)}\n")
@@ -86,7 +86,7 @@ def run_demo(home: Path | None = None, say: Callable[[str], None] = print) -> in
     say("4. Another watcher starts. The git_apply intent has no outcome: outcome unknown.")
     say("   bide does not guess: it asks the tool's reconciler, which finds the patch applied.")
     _child(env, None, "-m", "bide.cli", "watch", "--home", str(home), "--app",
-           "bide.engine.demo_app:flow", "--once")
+           "bide.bench.demo_app:flow", "--once")
     with open_engine(home) as eng:
         run = eng.get(run_id)
         apply = next((i for i in eng.intents(run_id) if i["tool"] == "git_apply"), None)

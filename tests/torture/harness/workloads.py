@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import bide
+from bide.bench.crashkit import count_effects, record_effect
 from bide.engine.context import idempotency_key
 from bide.engine.inbox import drop_decision
 from bide.engine.watcher import Watcher
@@ -47,16 +48,10 @@ class World:
         self.path = Path(path)
 
     def log(self, line: str) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
+        record_effect(self.path, line)
 
     def lines(self) -> Counter[str]:
-        if not self.path.exists():
-            return Counter()
-        return Counter(self.path.read_text().splitlines())
+        return count_effects(self.path)
 
     def happened(self, tool: str, key: str) -> bool:
         return self.lines()[f"tool:{tool} {key}"] > 0

@@ -186,7 +186,8 @@ def corpus_size() -> int:
 def _make_homes(base: Path, goods: int) -> dict[str, Path]:
     """A plain and a signed home: a live approval, an expired one, an old decided run."""
     import bide
-    from bide.bench.torture_workloads import World, build_flow
+
+    from .workloads import World, build_flow
 
     homes = {}
     world = World(base / "effects")
@@ -209,9 +210,10 @@ def run_corpus(base: Path, files: list[dict[str, Any]] | None = None,
                count: int | None = None) -> dict[str, Any]:
     """Drop every hostile file (good files between them) into a served inbox; check."""
     import bide
-    from bide.bench.torture_workloads import World, build_flow
     from bide.engine.inbox import drop_decision
     from bide.engine.watcher import Watcher
+
+    from .workloads import World, build_flow
 
     base = Path(base) / f"corpus-{os.getpid()}-{time.monotonic_ns()}"
     files = files if files is not None else generate()
