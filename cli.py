@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import click
 
@@ -121,6 +121,10 @@ class RunId(click.ParamType):
 RUN_ID = RunId()
 
 
+@overload
+def _age_option(value: str) -> float: ...
+@overload
+def _age_option(value: str | None) -> float | None: ...
 def _age_option(value: str | None) -> float | None:
     if value is None:
         return None

@@ -35,9 +35,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 Saver = Any
 Factory = Callable[[Path], Any]  # a context manager yielding (saver, measure)
@@ -66,7 +69,7 @@ def no_saver(path: Path) -> Iterator[tuple[Saver, Callable[[], tuple[int, int]]]
 def bide(durability: str) -> Factory:
     @contextmanager
     def factory(path: Path) -> Iterator[tuple[Saver, Callable[[], tuple[int, int]]]]:
-        from bide.langgraph import BideSaver
+        from bide.engine.langgraph import BideSaver  # bide.langgraph, which mypy cannot see
 
         with BideSaver.from_home(path / "home", durability=durability) as saver:
             def measure() -> tuple[int, int]:
@@ -157,8 +160,10 @@ def run_once(factory: Factory, steps: int, kb: int) -> tuple[float, int, int, in
     """``(seconds, file bytes, data bytes, bytes written)`` of one fresh run."""
     with tempfile.TemporaryDirectory() as tmp, factory(Path(tmp)) as (saver, measure):
         graph = build_graph(steps, kb).compile(checkpointer=saver)
-        config = {"configurable": {"thread_id": "bench"}, "recursion_limit": steps + 10}
-        sync = {} if saver is None else {"durability": "sync"}  # LangGraph needs a saver for it
+        config: RunnableConfig = {"configurable": {"thread_id": "bench"},
+                                  "recursion_limit": steps + 10}
+        # durability needs a saver
+        sync: dict[str, Any] = {} if saver is None else {"durability": "sync"}
         before, start = written(), time.perf_counter()
         out = graph.invoke({"items": [], "n": 0}, config, **sync)
         elapsed, wrote = time.perf_counter() - start, written() - before

@@ -14,6 +14,7 @@ import operator
 import sqlite3
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -58,7 +59,7 @@ def variants() -> list[str]:
     return names
 
 
-def _concat(state: list[Any], writes: list[list[Any]]) -> list[Any]:
+def _concat(state: list[Any], writes: Sequence[list[Any]]) -> list[Any]:
     out = list(state)
     for w in writes:
         out.extend(w)
@@ -81,9 +82,9 @@ def build(w: Workload, delta: bool) -> Any:
         items_t = Annotated[list, operator.add]
 
     # functional form: this module's annotations are strings, LangGraph needs the objects
-    schema = TypedDict(  # type: ignore[misc]  # noqa: UP013
+    S = TypedDict(  # noqa: UP013
         "S", {"items": items_t, "count": Annotated[int, operator.add]})
-    g = StateGraph(schema)
+    g = StateGraph(S)
 
     def appender(i: int) -> Any:
         item = payload(i, w.payload)
@@ -102,7 +103,7 @@ def build(w: Workload, delta: bool) -> Any:
         for layer, names in enumerate(layers):
             for j, n in enumerate(names):
                 g.add_node(n, appender(layer * WIDTH + j))
-                g.add_edge(START if layer == 0 else layers[layer - 1], n)  # type: ignore[arg-type]
+                g.add_edge(START if layer == 0 else layers[layer - 1], n)
         for n in layers[-1]:
             g.add_edge(n, END)
     elif w.kind == "long":

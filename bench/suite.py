@@ -84,9 +84,11 @@ def run(plan: Plan, *, home: str | Path | None = None, seed: int = 0, jobs: int 
     lock = threading.Lock()
     unlocked_tick = tick
 
-    def tick(n: int) -> None:  # the crash workers tick from two threads
+    def locked_tick(n: int) -> None:  # the crash workers tick from two threads
         with lock:
             unlocked_tick(n)
+
+    tick = locked_tick
 
     root_ctx = tempfile.TemporaryDirectory(prefix="bide-bench-", dir=home)
     root = Path(root_ctx.name)

@@ -10,6 +10,7 @@ worker resumes it as soon as there is space again.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from .errors import StoreError, StoreFull
@@ -30,9 +31,17 @@ def release_on_full_store(store: Store, exc: StoreFull, interrupt: Callable[[str
         interrupt("the store is full" if exc.free is None else
                   "the filesystem holding the home is full")
     except StoreError as again:
-        exc.add_note(f"the run could not be marked INTERRUPTED ({again}); it stays RUNNING "
-                     f"until its lease expires in at most {lease_ttl:g}s, then any worker "
-                     "can resume it")
+        _add_note(exc, f"the run could not be marked INTERRUPTED ({again}); it stays RUNNING "
+                  f"until its lease expires in at most {lease_ttl:g}s, then any worker "
+                  "can resume it")
         return False
-    exc.add_note("the run is INTERRUPTED with its lease released: resume it once there is space")
+    _add_note(exc, "the run is INTERRUPTED with its lease released: resume it once there is space")
     return True
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)``, also on Python 3.10, which has no ``add_note``."""
+    if sys.version_info >= (3, 11):
+        exc.add_note(note)
+    else:  # where 3.11 keeps notes, so readers of ``__notes__`` find them
+        exc.__dict__.setdefault("__notes__", []).append(note)

@@ -294,12 +294,12 @@ def keys_of(seq: int, record: Any) -> list[tuple[str, bytes]]:
             if r.ns == "":
                 keys.append(latest_key(r.run_id))
         case LGWrites():
-            r = record
-            keys = [seqs_prefix(r.run_id, r.ns, r.checkpoint_id) + seq_bytes(seq),
-                    *(write_key(r.run_id, r.ns, r.checkpoint_id, r.task_id, w[0])
-                      for w in r.writes)]
-            if _bits(r):
-                keys.append(flags_key(r.run_id, r.ns, r.checkpoint_id))
+            rw = record
+            keys = [seqs_prefix(rw.run_id, rw.ns, rw.checkpoint_id) + seq_bytes(seq),
+                    *(write_key(rw.run_id, rw.ns, rw.checkpoint_id, rw.task_id, w[0])
+                      for w in rw.writes)]
+            if _bits(rw):
+                keys.append(flags_key(rw.run_id, rw.ns, rw.checkpoint_id))
         case LGBlob():
             keys = [blob_key(record.run_id, record.ns, record.channel, record.version)]
         case _:

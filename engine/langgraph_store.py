@@ -307,7 +307,7 @@ class Threads:
             return rec.value_type, rec.value
         parts = [rec.value]
         while rec.base >= 0:
-            rec = r.record(rec.base)  # type: ignore[assignment]
+            rec = r.record(rec.base)
             assert isinstance(rec, LGBlob)
             parts.append(rec.value)
         return rec.value_type, _join(parts[::-1])
@@ -340,7 +340,7 @@ class Threads:
 
     def _writes(self, r: Reader, thread: str, ns: str, cid: str) -> list[tuple[str, str, Typed]]:
         """Pending writes in LangGraph's order: (task_path, task_id, idx)."""
-        rows, records = [], {}
+        rows, records = [], dict[int, Record]()
         for key, raw in r.scan(LG, writes_prefix(thread, ns, cid)):
             seq, position = parse_write(key, raw)
             rec = records.get(seq) or records.setdefault(seq, r.record(seq))

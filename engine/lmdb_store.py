@@ -82,11 +82,11 @@ class _Handle(NamedTuple):
     """
 
     env: lmdb.Environment
-    count: int
+    users: int  # LMDBStores of this process open on it (not `count`: a tuple method)
     mode: str
     pid: int
     dbs: dict[str, Any]
-    write_lock: threading.RLock  # type: ignore[valid-type]
+    write_lock: threading.RLock
     readonly: str | None  # why this process cannot write the store, or None
 
 
@@ -158,7 +158,7 @@ def _acquire_env(path: Path, durability: str, map_size: int) -> _Handle:
                     f"{path} is already open in this process with durability={found.mode!r}; "
                     f"open it again with the same durability, not {durability!r}"
                 )
-            _handles[key] = found = found._replace(count=found.count + 1)
+            _handles[key] = found = found._replace(users=found.users + 1)
             return found
         readonly = why_readonly(path)
         env = _open_env(key, durability, map_size, readonly=readonly is not None)
@@ -235,8 +235,8 @@ def _release_env(path: Path) -> None:
     key = str(path.resolve())
     with _handles_lock:
         found = _handles[key]
-        if found.count > 1:
-            _handles[key] = found._replace(count=found.count - 1)
+        if found.users > 1:
+            _handles[key] = found._replace(users=found.users - 1)
             return
         del _handles[key]
     found.env.close()
@@ -245,7 +245,7 @@ def _release_env(path: Path) -> None:
 class TxnTables:
     """``index.Tables`` over an LMDB write transaction (commit, delete, rebuild)."""
 
-    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+    def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> None:
         self.txn, self.dbs = txn, dbs
 
     def get(self, table: str, key: bytes) -> bytes | None:
@@ -263,7 +263,7 @@ def _prefix_end(prefix: bytes) -> bytes | None:
     return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
-def _scan(txn: lmdb.Transaction, db: Any, prefix: bytes, *,
+def _scan(txn: lmdb.Transaction[bytes], db: Any, prefix: bytes, *,
           reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
     """``(key, value)`` of every key starting with ``prefix``, in key order or reversed."""
     cur = txn.cursor(db=db)
@@ -288,7 +288,7 @@ def _scan(txn: lmdb.Transaction, db: Any, prefix: bytes, *,
 class LMDBReader:
     """``store.Reader`` over one LMDB transaction (read or write)."""
 
-    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+    def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> None:
         self.txn, self.dbs = txn, dbs
 
     def head(self, run_id: str) -> RunHead | None:
@@ -447,7 +447,7 @@ class LMDBStore:
             _release_env(self.path)
 
     def _check_format(self) -> None:
-        def check(txn: lmdb.Transaction) -> None:
+        def check(txn: lmdb.Transaction[bytes]) -> None:
             raw = txn.get(b"format", db=self.dbs[META])
             if raw is None:
                 txn.put(b"format", str(STORE_FORMAT).encode(), db=self.dbs[META])
@@ -466,7 +466,7 @@ class LMDBStore:
             raise NotAHome(self.home, f"its store was never initialized and {self.readonly}")
         self._write(check)
 
-    def _add_index_checksums(self, txn: lmdb.Transaction) -> None:
+    def _add_index_checksums(self, txn: lmdb.Transaction[bytes]) -> None:
         """Format 1 -> 2, in the opening transaction: frame every index value."""
         for table in (*FRAMED, LEASES):
             db = self.dbs[table]
@@ -501,16 +501,15 @@ class LMDBStore:
         check: Check | None = None,
         fence: tuple[str, int] | None = None,
     ) -> list[int]:
-        build = records if callable(records) else None
-        framed = None if build else [encode(r) for r in records]  # fail before any I/O
+        framed = None if callable(records) else [encode(r) for r in records]  # fail before any I/O
 
-        def body(txn: lmdb.Transaction) -> list[int]:
+        def body(txn: lmdb.Transaction[bytes]) -> list[int]:
             reader = LMDBReader(txn, self.dbs)
             if fence is not None:
                 self._check_fence(reader, *fence)
             if check is not None:
                 check(reader)
-            batch = build(reader) if build else records
+            batch = records(reader) if callable(records) else records
             raws = framed if framed is not None else [encode(r) for r in batch]
             seqs = []
             seq = reader.last_seq()
@@ -551,7 +550,7 @@ class LMDBStore:
         Raises:
             CorruptRecord: a record of an affected run cannot be decoded (nothing changes).
         """
-        def body(txn: lmdb.Transaction) -> list[int]:
+        def body(txn: lmdb.Transaction[bytes]) -> list[int]:
             reader, tables = LMDBReader(txn, self.dbs), TxnTables(txn, self.dbs)
             last = reader.last_seq()
             doomed: dict[int, Record] = {}
@@ -591,7 +590,7 @@ class LMDBStore:
         check_fence(reader, run_id, token, self.clock())
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
-        def body(txn: lmdb.Transaction) -> bool:
+        def body(txn: lmdb.Transaction[bytes]) -> bool:
             head = LMDBReader(txn, self.dbs).head(run_id)
             if head is None or head.lease_token != token or head.lease_owner is None:
                 return False
@@ -612,7 +611,7 @@ class LMDBStore:
         if write and self._broken:
             raise DurabilityLost(self._broken)
 
-    def _write(self, body: Callable[[lmdb.Transaction], T]) -> T:
+    def _write(self, body: Callable[[lmdb.Transaction[bytes]], T]) -> T:
         """Run ``body`` in one write transaction, growing the map when it fills."""
         self._guard(write=True)
         while True:
@@ -709,7 +708,7 @@ class LMDBStore:
 
     def rebuild_indexes(self, load: Callable[[LMDBReader], Iterable[Logged]]) -> int:
         """Empty the derived tables and replay ``load(reader)``, in ONE write transaction."""
-        def body(txn: lmdb.Transaction) -> int:
+        def body(txn: lmdb.Transaction[bytes]) -> int:
             records = list(load(LMDBReader(txn, self.dbs)))
             for name in DERIVED:
                 txn.drop(self.dbs[name], delete=False)

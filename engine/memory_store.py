@@ -217,15 +217,14 @@ class MemoryStore:
     def commit(self, records: Sequence[Record] | Callable[[MemoryReader], Sequence[Record]],
                *, check: Check | None = None,
                fence: tuple[str, int] | None = None) -> list[int]:
-        build = records if callable(records) else None
-        framed = None if build else [encode(r) for r in records]
+        framed = None if callable(records) else [encode(r) for r in records]
 
         def body(txn: _Txn) -> list[int]:
             if fence is not None:
                 self._check_fence(txn, *fence)
             if check is not None:
                 check(txn)
-            batch = build(txn) if build else records
+            batch = records(txn) if callable(records) else records
             raws = framed if framed is not None else [encode(r) for r in batch]
             seqs, seq = [], txn.last_seq()
             for record, raw in zip(batch, raws, strict=True):

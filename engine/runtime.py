@@ -84,6 +84,7 @@ class Engine(Surface):
 
     def _require_signing(self, create: bool) -> None:
         """A key given to a writing open marks the home: every process then requires it."""
+        assert self.approval_key is not None  # called only when a key was given
         try:
             if create:
                 signing.require(self.home, self.approval_key, now=self.clock())

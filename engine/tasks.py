@@ -46,7 +46,7 @@ class _Countdown:
     """Which task finishes last: its output may ride with the checkpoint that follows."""
 
     def __init__(self, n: int) -> None:
-        self.left, self.lock, self.done = n, threading.Lock(), set()
+        self.left, self.lock, self.done = n, threading.Lock(), set[str]()
 
     def last(self, task: str) -> bool:
         """Count ``task`` as finished (once); True if no other task is still running."""

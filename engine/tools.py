@@ -64,7 +64,7 @@ class Tool(Generic[P, R]):
         # awaited through ctx.atool only: sync ctx.tool cannot run a coroutine
         self.needs_await = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(reconcile)
         self.accepts_key = _accepts_key(fn)
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         raise ToolOutsideNode(self.name)

@@ -135,13 +135,13 @@ def generate() -> list[dict[str, Any]]:
         add("signature", _dump(body), home="signed")
         add("signature", _dump({**body, "sig": (body.get("sig") or "")[:-1] + "0"}),
             home="signed")
-    signed = valid()
-    signed = _dump({**signed, "sig": sign(signed, KEY)})
+    fields = valid()
+    signed = _dump({**fields, "sig": sign(fields, KEY)})
     for n in range(0, len(signed), 3):
         add("truncated", signed[:n], home="signed")
-    for text in (b"", b" ", b"\n", b"{}", b"null", b"\xef\xbb\xbf", b"[]", b'""', b"{,}",
+    for blob in (b"", b" ", b"\n", b"{}", b"null", b"\xef\xbb\xbf", b"[]", b'""', b"{,}",
                  b"\x00" * 64):
-        add("empty", text)
+        add("empty", blob)
     for sig in ("", "00", "z" * 64, "A" * 64, sign(valid(), KEY).upper(), " " + sign(valid(), KEY)):
         add("signature", _dump({**valid(), "sig": sig}), home="signed")
     return out
@@ -225,7 +225,7 @@ def run_corpus(base: Path, files: list[dict[str, Any]] | None = None,
     violations: list[str] = []
     crashes = 0
     dropped = {"plain": 0, "signed": 0}
-    hostile = {"plain": set(), "signed": set()}
+    hostile: dict[str, set[str]] = {"plain": set(), "signed": set()}
     batches = [files[i::goods] for i in range(goods)]
     clock_now = [time.time() + 1.0]  # EXPIRED's request (expires_in 0.001) is now late
     for kind, home in homes.items():

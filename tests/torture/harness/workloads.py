@@ -22,6 +22,7 @@ from bide.bench.crashkit import count_effects, record_effect
 from bide.engine.context import idempotency_key
 from bide.engine.inbox import drop_decision
 from bide.engine.watcher import Watcher
+from bide.formats import PendingWrite
 
 RUN_ID = "r1"
 WORKLOADS = ("chain", "fanout", "tools", "approval", "grow", "maintain")
@@ -67,7 +68,7 @@ def _tools(world: World) -> dict[str, bide.Tool]:
             options["reconcile"] = lambda key, *a, **k: (
                 bide.Outcome.done(RESULTS[name]) if world.happened(name, key)
                 else bide.Outcome.not_done())
-        return bide.tool(fn, name=name, **options)
+        return bide.tool(name=name, **options)(fn)
 
     return {n: make(n, idempotent=n in IDEMPOTENT) for n in RESULTS}
 
@@ -249,6 +250,7 @@ def facts(home: Path, workload: str, durability: str) -> dict[str, Any]:
             for seq, rtype in r.run_entries(RUN_ID):
                 if rtype == "pending_write":
                     w = r.record(seq)
+                    assert isinstance(w, PendingWrite)
                     out["committed"].append(f"node:{w.node}@{w.superstep}")
             out["unknown"] = [i.tool for i in r.intents(RUN_ID)
                               if i.status in ("prepared", "unknown")]
