@@ -31,13 +31,10 @@ from . import (
     DecisionNotAllowed,
     Engine,
     Flow,
-    NotAHome,
+    NotFound,
     Status,
-    UnknownApproval,
     UnknownKey,
-    UnknownRun,
     UnknownStatus,
-    UnknownVersion,
     Watcher,
     check_run_id,
     read_approval_key,
@@ -60,7 +57,15 @@ from .engine.render import (  # the one internal module the CLI uses: text for p
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_OK, EXIT_BAD_STATE, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
-NOT_FOUND = (UnknownRun, UnknownApproval, NotAHome, UnknownVersion, UnknownKey)
+# The one map from error categories to exit codes: the first row an error is an instance of.
+EXIT_CODES: tuple[tuple[type[BideError], int], ...] = (
+    (NotFound, EXIT_NOT_FOUND),
+    (BideError, EXIT_BAD_STATE),
+)
+
+
+def exit_code(exc: BideError) -> int:
+    return next(code for category, code in EXIT_CODES if isinstance(exc, category))
 
 
 class BideGroup(click.Group):
@@ -69,10 +74,8 @@ class BideGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except NOT_FOUND as exc:
-            _fail(exc, EXIT_NOT_FOUND)
         except BideError as exc:
-            _fail(exc, EXIT_BAD_STATE)
+            _fail(exc, exit_code(exc))
         except OSError as exc:  # a read-only home's inbox, or a directory we may not write
             if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise

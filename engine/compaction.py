@@ -39,7 +39,7 @@ from typing import Any
 import lmdb
 
 from . import faults, lmdb_store
-from .errors import NotAHome, ReadOnlyHome, StoreError
+from .errors import CompactFailed, NotAHome, ReadOnlyHome, StoreBusy
 from .index import DERIVED
 from .lmdb_store import LOG
 from .maintenance import DoctorReport, check
@@ -48,19 +48,6 @@ from .run_view import pid_alive
 
 _FLOCK = struct.Struct("hhqqi4x")  # struct flock on Linux (x86_64 and aarch64)
 _MIN_MAP = 64 << 20
-
-
-class StoreBusy(StoreError):
-    """Another process (or this one) has the store open; compact will not swap under it."""
-
-    def __init__(self, path: object, who: str) -> None:
-        self.path = path
-        super().__init__(f"cannot compact {path}: {who} has the store open; stop it "
-                         "(watchers, workers, apps) and try again")
-
-
-class CompactFailed(StoreError):
-    """The compacted copy did not verify; the store was not touched."""
 
 
 @dataclass
@@ -162,7 +149,8 @@ def _copy(store: Path, tmp: Path) -> tuple[int, int]:
         env.copy(str(tmp), compact=True)
         os.chmod(tmp / "data.mdb", PRIVATE_FILE)  # LMDB creates the copy 0666 less the umask
         if env.info()["last_txnid"] != txnid:
-            raise CompactFailed(f"the store at {store} changed while it was copied; retry")
+            raise CompactFailed(f"the store at {store} changed while it was copied; retry",
+                                path=store)
     finally:
         env.close()
     with open(tmp / "data.mdb", "rb") as fh:
@@ -176,7 +164,7 @@ def _verify(path: Path, records: int, what: str) -> DoctorReport:
     if not report.ok or report.records != records:
         found = "; ".join(str(p) for p in report.problems[:3]) or \
             f"{report.records} records instead of {records}"
-        raise CompactFailed(f"{what} did not verify: {found}")
+        raise CompactFailed(f"{what} did not verify: {found}", path=path)
     return report
 
 
@@ -190,7 +178,8 @@ def _swap(store: Path, tmp: Path, home: Path, txnid: int) -> Path:
         except OSError:  # EAGAIN/EACCES: a process opened the store after our first check
             raise StoreBusy(store, f"process {holder(lock) or '(unknown)'}") from None
         if _last_txnid(store) != txnid:
-            raise CompactFailed(f"the store at {store} changed during compaction; retry")
+            raise CompactFailed(f"the store at {store} changed during compaction; retry",
+                                path=store)
         old = home / f".compact-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}.old.mdb"
         os.link(data, old)
         faults.point("during_compact_swap")

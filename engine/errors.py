@@ -1,6 +1,8 @@
 """The errors bide raises, as one tree::
 
     BideError                      (formats.errors; root of all)
+    ├── NotFound                   category: the home has no such thing (CLI exit 3)
+    ├── Conflict                   category: it exists, but its state refuses the request
     ├── RecordError                a stored value cannot be read
     │   ├── CorruptRecord          checksum / truncation; names the key
     │   ├── CorruptIndex           a derived index value fails its checksum; names table + key
@@ -8,23 +10,30 @@
     │   └── UnknownRecordType
     ├── NotSerializable            a value cannot be stored
     │   └── StateNotSerializable   names the node, the state key and the type
-    ├── StoreError                 the store cannot do what was asked
-    │   ├── NotAHome               the directory is not a bide home
+    ├── StoreError                 the store cannot do what was asked; ``path`` names it
+    │   ├── NotAHome               the directory is not a bide home          (NotFound)
     │   ├── NewerStore             the store was written by a newer bide
     │   ├── StoreFull              the size limit or the disk is full (still readable)
     │   ├── ReadOnlyHome           the home cannot be written; reading works
     │   ├── DurabilityLost         an fsync failed: the engine stops
-    │   └── StaleLease             a commit with a fencing token that lost its lease
-    ├── FlowError                  flow definition or flow/run mismatch
-    │   ├── UnknownFlow
+    │   ├── StaleLease             a commit with a fencing token that lost its lease (Conflict)
+    │   ├── LogUnreadable          log records cannot be read; prune/rebuild refuse
+    │   ├── StoreBusy              compact: another process has the store open (Conflict)
+    │   └── CompactFailed          the compacted copy did not verify; nothing swapped
+    ├── FlowError                  flow definition or flow/run mismatch; ``flow``, ``node``
+    │   ├── UnknownFlow            this process serves no flow of that name
     │   ├── FlowMismatch           a node the run needs no longer exists
     │   └── ReducerConflict        two parallel writes to a key without a reducer
     ├── RunError
-    │   ├── UnknownRun
-    │   ├── RunExists
-    │   ├── UnknownVersion         the run has no checkpoint at that version
+    │   ├── UnknownRun                                                        (NotFound)
+    │   ├── RunExists                                                         (Conflict)
+    │   ├── UnknownVersion         the run has no checkpoint at that version  (NotFound)
+    │   ├── UnknownKey             the state has no such key at that version  (NotFound)
     │   ├── UnknownStatus          not a run status name (also a ValueError)
-    │   ├── RunNotResumable        e.g. DONE, CANCELLED, or leased elsewhere
+    │   ├── RunNotResumable        e.g. DONE, CANCELLED, or leased elsewhere  (Conflict)
+    │   ├── NotCancellable         the run already finished                   (Conflict)
+    │   ├── LangGraphThread        a bide-flow reader asked about a LangGraph thread (Conflict)
+    │   ├── NotALangGraphThread    a LangGraph thread id already used by a bide run (Conflict)
     │   └── NodeFailed             a node raised after its retries (run is FAILED)
     ├── ToolError                  a tool call problem
     │   ├── NotATool / ToolOutsideNode
@@ -34,10 +43,15 @@
     │   ├── ToolFailed             a recorded tool error, raised again on replay
     │   └── ReconciliationAborted
     └── ApprovalError
-        ├── UnknownApproval
-        ├── DecisionRefused        the decision does not fit the request
+        ├── UnknownApproval                                                   (NotFound)
+        ├── DecisionRefused        the decision does not fit the request      (Conflict)
         │   └── DecisionNotAllowed  a decision this kind of request does not take
         └── ApprovalKeyError       the home requires signed decisions; the key is missing or wrong
+
+The two categories cut across the branches (multiple inheritance), so a caller, and
+the CLI's one table of exit codes, can catch "not found" or "conflict" without
+listing classes. ``UnknownFlow`` and ``UnknownStatus`` are not ``NotFound``: they
+name something missing from the program or the arguments, not from the home.
 
 Control flow that user code must not swallow (``Paused``) derives from
 ``BaseException`` on purpose: a node's ``except Exception`` must not eat a pause.
@@ -55,6 +69,14 @@ from ..formats.errors import NewerSchema as NewerSchema
 from ..formats.errors import NotSerializable as NotSerializable
 from ..formats.errors import RecordError as RecordError
 from ..formats.errors import UnknownRecordType as UnknownRecordType
+
+
+class NotFound(BideError):
+    """Category: the home has no such run, approval, version, state key, or is no home."""
+
+
+class Conflict(BideError):
+    """Category: the thing exists, but its current state refuses the request."""
 
 
 class StateNotSerializable(NotSerializable):
@@ -77,20 +99,27 @@ class StateNotSerializable(NotSerializable):
 
 
 class StoreError(BideError):
-    """The store failed; the message says why."""
+    """The store failed; the message says why and ``path`` names the store (when known)."""
 
+    path: object
 
-class NotAHome(StoreError):
-    def __init__(self, path: object, why: str) -> None:
+    def __init__(self, message: str, *, path: object = None) -> None:
         self.path = path
-        super().__init__(f"{path} is not a bide home: {why}")
+        super().__init__(message)
+
+
+class NotAHome(StoreError, NotFound):
+    def __init__(self, path: object, why: str) -> None:
+        self.why = why
+        super().__init__(f"{path} is not a bide home: {why}", path=path)
 
 
 class NewerStore(StoreError):
     def __init__(self, path: object, found: int, known: int) -> None:
-        self.path, self.found, self.known = path, found, known
+        self.found, self.known = found, known
         super().__init__(
-            f"the store at {path} has format {found}, this bide knows up to {known}: upgrade bide"
+            f"the store at {path} has format {found}, this bide knows up to {known}: upgrade bide",
+            path=path,
         )
 
 
@@ -101,17 +130,17 @@ class StoreFull(StoreError):
 
     def __init__(self, path: object, limit: int | None = None, *,
                  free: int | None = None) -> None:
-        self.path, self.limit, self.free = path, limit, free
+        self.limit, self.free = limit, free
         if limit is not None:
             super().__init__(
                 f"the store at {path} reached its size limit of {limit} bytes; it stays "
-                "readable. Prune or compact it, or open it with a larger max_size"
+                "readable. Prune or compact it, or open it with a larger max_size", path=path,
             )
             return
         super().__init__(
             f"the filesystem holding the home at {path} is full ({free} bytes free); the "
             "last commit stored nothing and everything before it is intact. Free some space, "
-            "then resume the run"
+            "then resume the run", path=path,
         )
 
 
@@ -120,10 +149,10 @@ class ReadOnlyHome(StoreError):
     every reading call works, every writing one raises this."""
 
     def __init__(self, path: object, why: str) -> None:
-        self.path, self.why = path, why
+        self.why = why
         super().__init__(
             f"the home at {path} is read-only ({why}); reading works, writing does not. "
-            "Copy it somewhere writable to change it"
+            "Copy it somewhere writable to change it", path=path,
         )
 
 
@@ -131,7 +160,7 @@ class DurabilityLost(StoreError):
     """An fsync failed: data may not be on disk; the engine refuses further writes."""
 
 
-class StaleLease(StoreError):
+class StaleLease(StoreError, Conflict):
     def __init__(self, run_id: str, token: int, current: int | None) -> None:
         self.run_id, self.token, self.current = run_id, token, current
         super().__init__(
@@ -140,31 +169,69 @@ class StaleLease(StoreError):
         )
 
 
+class LogUnreadable(StoreError):
+    """The log has records that cannot be read; the operation would act on a partial truth.
+
+    ``problems`` are the doctor's findings (``maintenance.Problem``), each with a ``key``.
+    """
+
+    def __init__(self, what: str, problems: list[Any]) -> None:
+        self.problems = problems
+        keys = ", ".join(p.key for p in problems[:5])
+        super().__init__(f"refusing to {what}: {len(problems)} log record(s) cannot be read "
+                         f"({keys}); run `bide doctor` to see them")
+
+
+class StoreBusy(StoreError, Conflict):
+    """Another process (or this one) has the store open; compact will not swap under it."""
+
+    def __init__(self, path: object, who: str) -> None:
+        self.who = who
+        super().__init__(f"cannot compact {path}: {who} has the store open; stop it "
+                         "(watchers, workers, apps) and try again", path=path)
+
+
+class CompactFailed(StoreError):
+    """The compacted copy did not verify; the store was not touched."""
+
+
 class FlowError(BideError):
-    pass
+    """A flow definition problem, or a flow that does not fit a run; names ``flow`` and
+    ``node`` when there is one."""
+
+    flow: str | None
+    node: str | None
+
+    def __init__(self, message: str, *, flow: str | None = None,
+                 node: str | None = None) -> None:
+        self.flow, self.node = flow, node
+        super().__init__(message)
 
 
 class UnknownFlow(FlowError):
     def __init__(self, name: str, known: list[str]) -> None:
-        self.name = name
-        super().__init__(f"unknown flow {name!r}; registered: {sorted(known) or 'none'}")
+        self.name, self.known = name, known
+        super().__init__(f"unknown flow {name!r}; registered: {sorted(known) or 'none'}",
+                         flow=name)
 
 
 class FlowMismatch(FlowError):
-    def __init__(self, run_id: str, node: str, where: str) -> None:
-        self.run_id, self.node = run_id, node
+    def __init__(self, run_id: str, node: str, where: str, *, flow: str | None = None) -> None:
+        self.run_id = run_id
         super().__init__(
             f"run {run_id!r} cannot continue: its {where} node {node!r} no longer exists in the "
-            "flow. Restore the node (the run's data is untouched) or fork from an earlier version"
+            "flow. Restore the node (the run's data is untouched) or fork from an earlier version",
+            flow=flow, node=node,
         )
 
 
 class ReducerConflict(FlowError):
-    def __init__(self, key: str, nodes: list[str]) -> None:
+    def __init__(self, key: str, nodes: list[str], *, flow: str | None = None) -> None:
         self.key, self.nodes = key, nodes
         super().__init__(
             f"nodes {' and '.join(repr(n) for n in nodes)} both wrote state key {key!r} in one "
-            f"superstep and it has no reducer; declare one with flow.reducer({key!r}, ...)"
+            f"superstep and it has no reducer; declare one with flow.reducer({key!r}, ...)",
+            flow=flow,
         )
 
 
@@ -172,19 +239,19 @@ class RunError(BideError):
     pass
 
 
-class UnknownRun(RunError):
+class UnknownRun(RunError, NotFound):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"no run with id {run_id!r}")
 
 
-class RunExists(RunError):
+class RunExists(RunError, Conflict):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"a run with id {run_id!r} already exists; pick another id or resume it")
 
 
-class UnknownVersion(RunError):
+class UnknownVersion(RunError, NotFound):
     """The run has no checkpoint at that version (never written, or pruned)."""
 
     def __init__(self, run_id: str, version: int, known: list[int]) -> None:
@@ -203,10 +270,48 @@ class UnknownStatus(RunError, ValueError):
                          "(any case)")
 
 
-class RunNotResumable(RunError):
+class RunNotResumable(RunError, Conflict):
     def __init__(self, run_id: str, why: str) -> None:
         self.run_id = run_id
         super().__init__(f"run {run_id!r} cannot be resumed: {why}")
+
+
+class UnknownKey(RunError, NotFound):
+    """The state has no such key at that version."""
+
+    def __init__(self, run_id: str, key: str, version: int) -> None:
+        self.run_id, self.key, self.version = run_id, key, version
+        super().__init__(f"run {run_id!r} has no state key {key!r} at version {version}")
+
+
+class NotCancellable(RunError, Conflict):
+    def __init__(self, run_id: str, status: str) -> None:
+        self.run_id, self.status = run_id, status
+        super().__init__(f"run {run_id!r} is {status}; only a run that has not finished "
+                         "(or a FAILED one) can be cancelled")
+
+
+class LangGraphThread(RunError, Conflict):
+    """The run is a LangGraph thread: its state lives in LangGraph's channels, not ours."""
+
+    def __init__(self, run_id: str, what: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"{run_id!r} is a LangGraph thread: `bide {what}` reads bide flows' checkpoints. "
+            "Read its state through the graph (graph.get_state(config)); `bide runs`, `show`, "
+            "`log`, `doctor` and `stats` work on it"
+        )
+
+
+class NotALangGraphThread(RunError, Conflict):
+    """The thread id is a bide run of another flow in this home."""
+
+    def __init__(self, thread_id: str, flow: str) -> None:
+        self.run_id, self.flow = thread_id, flow
+        super().__init__(
+            f"thread id {thread_id!r} is already a bide run of flow {flow!r} in this home; "
+            "use another thread id (LangGraph threads and bide runs share one id space)"
+        )
 
 
 class NodeFailed(RunError):
@@ -286,13 +391,13 @@ class ApprovalError(BideError):
     pass
 
 
-class UnknownApproval(ApprovalError):
+class UnknownApproval(ApprovalError, NotFound):
     def __init__(self, approval_id: str) -> None:
         self.approval_id = approval_id
         super().__init__(f"no approval request with id {approval_id!r}")
 
 
-class DecisionRefused(ApprovalError):
+class DecisionRefused(ApprovalError, Conflict):
     def __init__(self, approval_id: str, why: str) -> None:
         self.approval_id, self.why = approval_id, why
         super().__init__(f"decision for {approval_id!r} refused: {why}")
@@ -319,4 +424,54 @@ class Paused(BaseException):  # noqa: N818 - control flow, not an error
         super().__init__(waiting.get("type", "pause"))
 
 
-__all__ = [name for name in dir() if name[0].isupper()]
+__all__ = [
+    "ApprovalError",
+    "ApprovalKeyError",
+    "BideError",
+    "CompactFailed",
+    "Conflict",
+    "ContextClosed",
+    "CorruptIndex",
+    "CorruptRecord",
+    "DecisionNotAllowed",
+    "DecisionRefused",
+    "DurabilityLost",
+    "FlowError",
+    "FlowMismatch",
+    "LangGraphThread",
+    "LogUnreadable",
+    "NewerSchema",
+    "NewerStore",
+    "NodeFailed",
+    "Nondeterminism",
+    "NotAHome",
+    "NotALangGraphThread",
+    "NotATool",
+    "NotCancellable",
+    "NotFound",
+    "NotSerializable",
+    "Paused",
+    "ReadOnlyHome",
+    "ReconciliationAborted",
+    "RecordError",
+    "ReducerConflict",
+    "RunError",
+    "RunExists",
+    "RunNotResumable",
+    "StaleLease",
+    "StateNotSerializable",
+    "StoreBusy",
+    "StoreError",
+    "StoreFull",
+    "ToolError",
+    "ToolFailed",
+    "ToolNeedsAwait",
+    "ToolOutsideNode",
+    "UnknownApproval",
+    "UnknownFlow",
+    "UnknownKey",
+    "UnknownRecordType",
+    "UnknownRun",
+    "UnknownStatus",
+    "UnknownVersion",
+]

@@ -79,9 +79,11 @@ class Flow:
         def add(f: Callable[..., Any]) -> Callable[..., Any]:
             node_name = name or f.__name__
             if node_name in self.nodes:
-                raise FlowError(f"flow {self.name!r} already has a node named {node_name!r}")
+                raise FlowError(f"flow {self.name!r} already has a node named {node_name!r}",
+                                flow=self.name, node=node_name)
             if node_name == END:
-                raise FlowError(f"{END!r} is reserved for the end of a flow")
+                raise FlowError(f"{END!r} is reserved for the end of a flow", flow=self.name,
+                                node=node_name)
             deps = (after,) if isinstance(after, str) else tuple(after)
             self.nodes[node_name] = Node(node_name, f, deps, start, retries, retry_backoff)
             return f
@@ -99,15 +101,17 @@ class Flow:
     # -- checks and identity ----------------------------------------------
     def validate(self) -> None:
         if not any(n.start for n in self.nodes.values()):
-            raise FlowError(f"flow {self.name!r} has no start node (use @flow.node(start=True))")
+            raise FlowError(f"flow {self.name!r} has no start node (use @flow.node(start=True))",
+                            flow=self.name)
         for node in self.nodes.values():
             for dep in node.after:
                 if dep not in self.nodes:
                     raise FlowError(f"node {node.name!r} is after {dep!r}, which is not a node "
-                                    f"of flow {self.name!r}")
+                                    f"of flow {self.name!r}", flow=self.name, node=node.name)
         for src in self.routes:
             if src not in self.nodes:
-                raise FlowError(f"route from {src!r}, which is not a node of flow {self.name!r}")
+                raise FlowError(f"route from {src!r}, which is not a node of flow {self.name!r}",
+                                flow=self.name, node=src)
 
     def fingerprint(self) -> str:
         """A digest of the graph's shape, recorded on each run."""
@@ -166,6 +170,6 @@ class Flow:
                 continue
             if t not in self.nodes:
                 raise FlowError(f"route from {src!r} returned {t!r}, which is not a node of "
-                                f"flow {self.name!r}")
+                                f"flow {self.name!r}", flow=self.name, node=src)
             out.append(t)
         return out

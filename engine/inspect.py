@@ -27,7 +27,8 @@ from ..formats import (
     RunCreated,
     StatusChanged,
 )
-from .errors import RunError, UnknownRun
+from .errors import LangGraphThread, UnknownRun
+from .errors import UnknownKey as UnknownKey  # its old home: `inspect.UnknownKey` keeps working
 from .errors import UnknownVersion as UnknownVersion  # its old home, still imported from here
 from .index import RunHead
 from .render import clip, first_line, preview, size
@@ -40,14 +41,6 @@ if TYPE_CHECKING:
     from .runtime import Engine
 
 IN_DOUBT = ("prepared", "unknown")
-
-
-class UnknownKey(RunError):
-    """The state has no such key at that version."""
-
-    def __init__(self, run_id: str, key: str, version: int) -> None:
-        self.run_id, self.key = run_id, key
-        super().__init__(f"run {run_id!r} has no state key {key!r} at version {version}")
 
 
 def builtins(record: Record) -> dict[str, Any]:
@@ -68,18 +61,6 @@ def head_of(reader: Reader, run_id: str) -> RunHead:
 
 
 LANGGRAPH_FLOW = "langgraph"
-
-
-class LangGraphThread(RunError):
-    """The run is a LangGraph thread: its state lives in LangGraph's channels, not ours."""
-
-    def __init__(self, run_id: str, what: str) -> None:
-        self.run_id = run_id
-        super().__init__(
-            f"{run_id!r} is a LangGraph thread: `bide {what}` reads bide flows' checkpoints. "
-            "Read its state through the graph (graph.get_state(config)); `bide runs`, `show`, "
-            "`log`, `doctor` and `stats` work on it"
-        )
 
 
 def bide_head(reader: Reader, run_id: str, what: str) -> RunHead:

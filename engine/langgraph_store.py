@@ -27,7 +27,7 @@ import msgspec
 
 from ..formats import Record, RunCreated
 from ..formats.langgraph_records import LGBlob, LGCheckpoint, LGWrites, Version
-from .errors import RunError
+from .errors import NotALangGraphThread
 from .index import RUNLOG, runlog_key
 from .langgraph_index import (
     LG,
@@ -53,17 +53,6 @@ MAX_CHAIN = 32
 MIN_DELTA_ROOM = 4096
 CACHE_BYTES = 64 << 20
 Typed = tuple[str, bytes]
-
-
-class NotALangGraphThread(RunError):
-    """The thread id is a bide run of another flow in this home."""
-
-    def __init__(self, thread_id: str, flow: str) -> None:
-        self.run_id, self.flow = thread_id, flow
-        super().__init__(
-            f"thread id {thread_id!r} is already a bide run of flow {flow!r} in this home; "
-            "use another thread id (LangGraph threads and bide runs share one id space)"
-        )
 
 
 @dataclass

@@ -156,7 +156,7 @@ def _acquire_env(path: Path, durability: str, map_size: int) -> _Handle:
             if found.mode != durability:
                 raise StoreError(
                     f"{path} is already open in this process with durability={found.mode!r}; "
-                    f"open it again with the same durability, not {durability!r}"
+                    f"open it again with the same durability, not {durability!r}", path=path,
                 )
             _handles[key] = found = found._replace(users=found.users + 1)
             return found
@@ -208,7 +208,8 @@ def _open_env(key: str, durability: str, map_size: int, *,
             )
         except lmdb.MapResizedError:
             continue  # the other process grew the map between our two steps; read it again
-    raise StoreError(f"could not open {key}: the map kept growing under {_OPEN_RETRIES} tries")
+    raise StoreError(f"could not open {key}: the map kept growing under {_OPEN_RETRIES} tries",
+                     path=key)
 
 
 def _open_dbs(env: lmdb.Environment, *, readonly: bool) -> dict[str, Any]:
@@ -222,7 +223,7 @@ def _open_dbs(env: lmdb.Environment, *, readonly: bool) -> dict[str, Any]:
             return {name: env.open_db(name.encode(), create=False) for name in _TABLES}
         except lmdb.NotFoundError:
             raise StoreError(f"{env.path()} is read-only and lacks a table this bide "
-                             "needs; open it once where it is writable") from None
+                             "needs; open it once where it is writable", path=env.path()) from None
     while True:
         try:
             with env.begin(write=True) as txn:
@@ -603,13 +604,14 @@ class LMDBStore:
 
     def _guard(self, write: bool) -> None:
         if self._closed:
-            raise StoreError(f"the store at {self.path} is closed")
+            raise StoreError(f"the store at {self.path} is closed", path=self.path)
         if os.getpid() != self._pid:
-            raise StoreError("this store was opened before fork(); open it again in the child")
+            raise StoreError("this store was opened before fork(); open it again in the child",
+                             path=self.path)
         if write and self.readonly is not None:
             raise ReadOnlyHome(self.home, self.readonly)
         if write and self._broken:
-            raise DurabilityLost(self._broken)
+            raise DurabilityLost(self._broken, path=self.path)
 
     def _write(self, body: Callable[[lmdb.Transaction[bytes]], T]) -> T:
         """Run ``body`` in one write transaction, growing the map when it fills."""
@@ -629,11 +631,11 @@ class LMDBStore:
                 # an I/O error during commit: we cannot know what is on disk; stop writing
                 self._broken = f"the store at {self.path} failed to commit durably ({exc}); " \
                                "the engine refuses further writes; reopen it to recover"
-                raise DurabilityLost(self._broken) from exc
+                raise DurabilityLost(self._broken, path=self.path) from exc
             except lmdb.Error as exc:
                 if (free := self._full_disk(exc)) is not None:
                     raise StoreFull(self.home, free=free) from exc
-                raise StoreError(f"store error at {self.path}: {exc}") from exc
+                raise StoreError(f"store error at {self.path}: {exc}", path=self.path) from exc
 
     def _full_disk(self, exc: lmdb.Error) -> int | None:
         """The free bytes of the filesystem if ``exc`` means it is full, else None.

@@ -33,7 +33,7 @@ from ..formats import (
     unpack_value,
 )
 from . import faults
-from .errors import StoreError
+from .errors import LogUnreadable
 from .extensions import owner
 from .index import (
     DERIVED,
@@ -54,16 +54,6 @@ from .store import LEASES, LOG, Logged, Reader, Store
 # What prune may take from a run it keeps; every other record (its identity, status history,
 # tool calls, decisions, and any type prune does not know) stays.
 _PRUNABLE = (Checkpoint, PendingWrite, LeaseAcquired, LeaseReleased)
-
-
-class LogUnreadable(StoreError):
-    """The log has records that cannot be read; the operation would act on a partial truth."""
-
-    def __init__(self, what: str, problems: list[Problem]) -> None:
-        self.problems = problems
-        keys = ", ".join(p.key for p in problems[:5])
-        super().__init__(f"refusing to {what}: {len(problems)} log record(s) cannot be read "
-                         f"({keys}); run `bide doctor` to see them")
 
 
 # -- in-memory tables -------------------------------------------------------------

@@ -11,7 +11,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from ..formats import Checkpoint, LeaseAcquired, LeaseReleased, Record, RunCreated, StatusChanged
-from .errors import RunError, RunExists
+from .errors import NotCancellable, RunExists
 from .inspect import head_of, version_seq
 from .runs import check_run_id
 from .state import materialize
@@ -19,12 +19,6 @@ from .store import Reader
 
 if TYPE_CHECKING:
     from .runtime import Engine
-
-class NotCancellable(RunError):
-    def __init__(self, run_id: str, status: str) -> None:
-        self.run_id, self.status = run_id, status
-        super().__init__(f"run {run_id!r} is {status}; only a run that has not finished "
-                         "(or a FAILED one) can be cancelled")
 
 
 class _AlreadyCancelled(Exception):

@@ -371,10 +371,10 @@ class Engine(Surface):
         flow = self.flow(head.flow)
         for name in cp.next:
             if name not in flow.nodes:
-                raise FlowMismatch(head.run_id, name, "next")
+                raise FlowMismatch(head.run_id, name, "next", flow=head.flow)
         for _, write in found.values():
             if write.node not in flow.nodes:
-                raise FlowMismatch(head.run_id, write.node, "pending-write")
+                raise FlowMismatch(head.run_id, write.node, "pending-write", flow=head.flow)
 
     # -- decisions -----------------------------------------------------------
     def decide(self, approval_id: str, decision: str, *, by: str | None = None,

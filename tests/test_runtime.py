@@ -88,7 +88,7 @@ def test_async_and_sync_nodes_mix(engine):
     assert engine.start("mixed").state["total"] == 3
 
 
-def test_route_loop_and_join_counts(engine):
+def test_route_loops_a_node_until_it_returns_end(engine):
     flow = bide.Flow("loop")
 
     @flow.node(start=True)

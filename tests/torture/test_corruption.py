@@ -87,7 +87,7 @@ def test_the_size_limit_fails_clearly_and_stays_readable(tmp_path):
         assert eng.runs() and doctor(eng.store).ok  # still readable and consistent
     with bide.open(tmp_path / "h", durability="fast") as eng:  # a larger limit goes on
         eng.register(build_flow("grow", World(tmp_path / "e")))
-        assert eng.get("r") is not None
+        assert eng.get("r").run_id == "r" and doctor(eng.store).ok  # get raises if it is gone
 
 
 class _FailingCommit:
