@@ -53,7 +53,7 @@ from .index import (
 )
 from .permissions import PRIVATE_FILE, open_private, private_dir
 from .run_view import check_fence
-from .store import LEASES, LOG, Check, Logged, Observer, WriteEvent, notify
+from .store import LEASES, LOG, Check, Logged, Observed, WriteEvent
 
 STORE_FORMAT = 2  # 2: derived index values carry a checksum (index.with_checksum)
 META = "meta"
@@ -398,10 +398,9 @@ def _check_home(path: Path, create: bool) -> None:
                        "bide will not write into a directory it did not create")
 
 
-class LMDBStore:
+class LMDBStore(Observed):
     """A home's ``store/`` directory as an LMDB environment."""
 
-    _observers: tuple[Observer, ...] = ()  # see on_commit
 
     def __init__(
         self,
@@ -721,18 +720,6 @@ class LMDBStore:
 
         return self._write(body)
 
-    # -- observing ---------------------------------------------------------
-    def on_commit(self, observer: Observer) -> Callable[[], None]:
-        """Call ``observer`` after each durable write (see ``store.Store.on_commit``)."""
-        self._observers = (*self._observers, observer)
-
-        def remove() -> None:
-            self._observers = tuple(o for o in self._observers if o is not observer)
-
-        return remove
-
-    def _notify(self, event: WriteEvent) -> None:
-        notify(self._observers, event)
 
 
 @contextmanager

@@ -43,7 +43,7 @@ from .index import (
     seq_of,
 )
 from .run_view import check_fence
-from .store import LEASES, LOG, Check, Logged, Observer, WriteEvent, notify
+from .store import LEASES, LOG, Check, Logged, Observed, WriteEvent
 
 SCHEME = "memory:"
 _TABLES = (LOG, LEASES, *DERIVED)
@@ -175,7 +175,7 @@ class _Txn(MemoryReader):
         return self._tables
 
 
-class MemoryStore:
+class MemoryStore(Observed):
     """A ``Store`` in this process's memory (see the module docstring)."""
 
     readonly: str | None = None
@@ -191,7 +191,6 @@ class MemoryStore:
                     raise NotAHome(self.home, "no such in-memory store in this process")
                 space = _spaces[self.home] = _Space()
         self._space = space
-        self._observers: tuple[Observer, ...] = ()
         self._closed = False
 
     def close(self) -> None:
@@ -239,9 +238,9 @@ class MemoryStore:
         try:
             seqs = self._write(body)
         except StaleLease:
-            notify(self._observers, WriteEvent("commit", fence=fence, refused=True))
+            self._notify(WriteEvent("commit", fence=fence, refused=True))
             raise
-        notify(self._observers, WriteEvent("commit", tuple(seqs), fence))
+        self._notify(WriteEvent("commit", tuple(seqs), fence))
         faults.point("after_commit")
         return seqs
 
@@ -263,7 +262,7 @@ class MemoryStore:
             return sorted(doomed)
 
         removed = self._write(body)
-        notify(self._observers, WriteEvent("delete", tuple(removed)))
+        self._notify(WriteEvent("delete", tuple(removed)))
         return removed
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
@@ -275,7 +274,7 @@ class MemoryStore:
             return True
 
         renewed = self._write(body)
-        notify(self._observers, WriteEvent("renew_lease", fence=(run_id, token),
+        self._notify(WriteEvent("renew_lease", fence=(run_id, token),
                                            refused=not renewed))
         return renewed
 
@@ -290,13 +289,6 @@ class MemoryStore:
 
         return self._write(body)
 
-    def on_commit(self, observer: Observer) -> Callable[[], None]:
-        self._observers = (*self._observers, observer)
-
-        def remove() -> None:
-            self._observers = tuple(o for o in self._observers if o is not observer)
-
-        return remove
 
     def spend_reserve(self) -> bool:
         return False  # memory keeps no reserve file

@@ -55,6 +55,24 @@ def notify(observers: Iterable[Observer], event: WriteEvent) -> None:
         observer(event)
 
 
+class Observed:
+    """``Store.on_commit`` for a backend: its own observers, told before the process-wide ones."""
+
+    _observers: tuple[Observer, ...] = ()
+
+    def on_commit(self, observer: Observer) -> Callable[[], None]:
+        """Call ``observer`` after each durable write (see ``Store.on_commit``)."""
+        self._observers = (*self._observers, observer)
+
+        def remove() -> None:
+            self._observers = tuple(o for o in self._observers if o is not observer)
+
+        return remove
+
+    def _notify(self, event: WriteEvent) -> None:
+        notify(self._observers, event)
+
+
 class Reader(Protocol):
     """A consistent snapshot of the store (one read transaction)."""
 
