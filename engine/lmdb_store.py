@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -65,6 +65,7 @@ T = TypeVar("T")
 
 _TABLES = (LOG, META, LEASES, *DERIVED)
 _OPEN_RETRIES = 100  # lmdb.open racing another process that keeps growing the map
+_INTERRUPTED = "data.mdb.interrupted-"  # a creation killed half-way, set aside
 RESERVE = "disk-full-reserve"  # room kept for the commit that releases a run on a full disk
 RESERVE_BYTES = 256 << 10
 _LOW_SPACE = 1 << 20  # below this, an I/O error during a commit is a full disk (a short write)
@@ -161,15 +162,46 @@ def _acquire_env(path: Path, durability: str, map_size: int) -> _Handle:
             _handles[key] = found = found._replace(users=found.users + 1)
             return found
         readonly = why_readonly(path)
-        env = _open_env(key, durability, map_size, readonly=readonly is not None)
-        try:
-            dbs = _open_dbs(env, readonly=readonly is not None)
-        except BaseException:
-            env.close()
-            raise
+        with nullcontext() if readonly is not None else _creating(path):
+            env = _open_env(key, durability, map_size, readonly=readonly is not None)
+            try:
+                dbs = _open_dbs(env, readonly=readonly is not None)
+            except BaseException:
+                env.close()
+                raise
         _handles[key] = found = _Handle(env, 1, durability, os.getpid(), dbs, threading.RLock(),
                                         readonly)
         return found
+
+
+def _initialized(data: Path) -> bool:
+    """LMDB writes a new file's two meta pages before anything else: a file shorter than
+    that holds no commit (a process was killed while creating it)."""
+    try:
+        return data.stat().st_size >= 2 * os.sysconf("SC_PAGE_SIZE")
+    except FileNotFoundError:
+        return False
+
+
+@contextmanager
+def _creating(path: Path) -> Iterator[None]:
+    """While a store may be new, create it under ``grow.lock`` (one creator at a time,
+    across processes), first setting aside a ``data.mdb`` an earlier creator was killed
+    writing: renamed beside it with the time, never deleted. An initialized store
+    needs no lock."""
+    if _initialized(path / "data.mdb"):
+        yield
+        return
+    fd = open_private(path / "grow.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd closes
+        data = path / "data.mdb"
+        if data.exists() and data.stat().st_size and not _initialized(data):
+            # no creator is running, so one was killed (an empty file LMDB fills itself)
+            os.replace(data, path / f"{_INTERRUPTED}{time.time_ns()}")
+        yield
+    finally:
+        os.close(fd)
 
 
 def why_readonly(path: Path) -> str | None:
@@ -208,6 +240,9 @@ def _open_env(key: str, durability: str, map_size: int, *,
             )
         except lmdb.MapResizedError:
             continue  # the other process grew the map between our two steps; read it again
+        except lmdb.InvalidError as exc:  # never "fixed" by bide: the file may hold data
+            raise StoreError(f"{key}/data.mdb is not an LMDB file ({exc}); restore the "
+                             "home from a copy", path=key) from None
     raise StoreError(f"could not open {key}: the map kept growing under {_OPEN_RETRIES} tries",
                      path=key)
 
@@ -382,7 +417,8 @@ def _ours(p: Path) -> bool:
     if p.name in ("inbox", "requests"):
         return True
     return p.name == "store" and p.is_dir() and all(
-        c.name in ("lock.mdb", "data.mdb", "grow.lock", RESERVE) for c in p.iterdir())
+        c.name in ("lock.mdb", "data.mdb", "grow.lock", RESERVE)
+        or c.name.startswith(_INTERRUPTED) for c in p.iterdir())
 
 
 def _check_home(path: Path, create: bool) -> None:
