@@ -29,7 +29,6 @@ from .errors import (
     NewerStore,
     NotAHome,
     ReadOnlyHome,
-    StaleLease,
     StoreError,
     StoreFull,
 )
@@ -557,15 +556,7 @@ class LMDBStore(Observed):
                 seqs.append(seq)
             return seqs
 
-        faults.point("before_commit")
-        try:
-            seqs = self._write(body)
-        except StaleLease:
-            self._notify(WriteEvent("commit", fence=fence, refused=True))
-            raise
-        self._notify(WriteEvent("commit", tuple(seqs), fence))
-        faults.point("after_commit")
-        return seqs
+        return self._observed_commit(lambda: self._write(body), fence)
 
     def delete(self, select: Callable[[LMDBReader], Iterable[int]]) -> list[int]:
         """Remove log records (retention) and fix the indexes, in ONE write transaction.

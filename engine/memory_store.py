@@ -24,8 +24,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ..formats import Record, decode, encode, pack_value, unpack_value
-from . import faults
-from .errors import NotAHome, StaleLease, StoreError
+from .errors import NotAHome, StoreError
 from .index import (
     APPROVALS,
     DERIVED,
@@ -234,15 +233,7 @@ class MemoryStore(Observed):
             txn.set_last(seq)
             return seqs
 
-        faults.point("before_commit")
-        try:
-            seqs = self._write(body)
-        except StaleLease:
-            self._notify(WriteEvent("commit", fence=fence, refused=True))
-            raise
-        self._notify(WriteEvent("commit", tuple(seqs), fence))
-        faults.point("after_commit")
-        return seqs
+        return self._observed_commit(lambda: self._write(body), fence)
 
     def _check_fence(self, reader: MemoryReader, run_id: str, token: int) -> None:
         check_fence(reader, run_id, token, self.clock())

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..formats import Record
+from . import faults
+from .errors import StaleLease
 from .index import ApprovalState, IntentState, RunHead
 
 Check = Callable[["Reader"], None]
@@ -71,6 +73,20 @@ class Observed:
 
     def _notify(self, event: WriteEvent) -> None:
         notify(self._observers, event)
+
+    def _observed_commit(self, write: Callable[[], list[int]],
+                         fence: tuple[str, int] | None) -> list[int]:
+        """Run a backend's commit between its fault points and tell the observers what
+        came of it (the seqs, or a fenced commit refused), the same for every backend."""
+        faults.point("before_commit")
+        try:
+            seqs = write()
+        except StaleLease:
+            self._notify(WriteEvent("commit", fence=fence, refused=True))
+            raise
+        self._notify(WriteEvent("commit", tuple(seqs), fence))
+        faults.point("after_commit")
+        return seqs
 
 
 class Reader(Protocol):
