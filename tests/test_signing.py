@@ -106,13 +106,19 @@ def test_a_watcher_with_another_key_does_not_start(home: Path, key_file: Path,
     assert json.loads((home / MARKER).read_text())["key_id"] == key_id(b"s3cret-key")
 
 
-def test_a_library_engine_without_the_key_refuses_too(tmp_path: Path) -> None:
+def _paused_under_key(tmp_path: Path) -> tuple[Path, bide.Flow, str]:
+    """A home marked by key "k", with run "r" waiting for approval: (home, flow, approval id)."""
     home = tmp_path / "home"
     flow = bide.Flow("ask")
     flow.node(lambda s, ctx: {"ok": ctx.approve("wire money")}, name="n", start=True)
     with bide.open(home, durability="fast", approval_key="k") as e:
         e.register(flow)
         aid = e.start("ask", run_id="r").waiting["approval_id"]
+    return home, flow, aid
+
+
+def test_a_library_engine_without_the_key_refuses_too(tmp_path: Path) -> None:
+    home, flow, aid = _paused_under_key(tmp_path)
     with bide.open(home, durability="fast") as e:  # no key: the home still requires one
         e.register(flow)
         drop_decision(home, aid, "approve")
@@ -122,12 +128,7 @@ def test_a_library_engine_without_the_key_refuses_too(tmp_path: Path) -> None:
 
 
 def test_a_damaged_marker_still_requires_signatures(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    flow = bide.Flow("ask")
-    flow.node(lambda s, ctx: {"ok": ctx.approve("wire money")}, name="n", start=True)
-    with bide.open(home, durability="fast", approval_key="k") as e:
-        e.register(flow)
-        aid = e.start("ask", run_id="r").waiting["approval_id"]
+    home, flow, aid = _paused_under_key(tmp_path)
     (home / MARKER).write_text("{not json")
     with bide.open(home, durability="fast") as e:
         e.register(flow)
