@@ -65,11 +65,12 @@ from .engine.maintenance import DoctorReport, PruneReport
 from .engine.memory_store import MemoryStore
 from .engine.policy import Policy
 from .engine.recovery import RecoveredRun, RecoverReport
-from .engine.runs import CheckpointInfo, Run, Status
+from .engine.runs import CheckpointInfo, Run
 from .engine.runtime import Engine, check_run_id, open
 from .engine.store import Store, WriteEvent
 from .engine.surface import read_approval_key
 from .engine.tools import Outcome, Tool, tool
+from .engine.vocabulary import Decision, IntentStatus, Status
 from .engine.watcher import Watcher
 
 # ``bide.langgraph`` with no module at the fixed top level: the subpackage is cheap to
@@ -89,6 +90,7 @@ __all__ = [
     "ContextClosed",
     "CorruptIndex",
     "CorruptRecord",
+    "Decision",
     "DecisionNotAllowed",
     "DecisionRefused",
     "DoctorReport",
@@ -98,6 +100,7 @@ __all__ = [
     "Flow",
     "FlowError",
     "FlowMismatch",
+    "IntentStatus",
     "LangGraphThread",
     "LogUnreadable",
     "MemoryStore",

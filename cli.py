@@ -28,9 +28,11 @@ import click
 from . import (
     ApprovalKeyError,
     BideError,
+    Decision,
     DecisionNotAllowed,
     Engine,
     Flow,
+    IntentStatus,
     NotFound,
     Status,
     UnknownKey,
@@ -298,13 +300,13 @@ def intents(home: Path, as_json: bool, run_id: str | None, unknown: bool) -> Non
 
 
 def _outcome(i: dict[str, Any]) -> str:
-    if i["status"] == "failed":
+    if i["status"] == IntentStatus.FAILED:
         return f"{i.get('error_type')}: {first_line(i.get('error'), 40)}"
-    if i["status"] == "unknown":
+    if i["status"] == IntentStatus.UNKNOWN:
         return f"ask {i.get('approval_id')}"
-    if i["status"] == "resolved":
+    if i["status"] == IntentStatus.RESOLVED:
         return f"{i.get('decision')} by {i.get('by') or '?'}"
-    if i["status"] == "prepared":
+    if i["status"] == IntentStatus.PREPARED:
         return "no outcome recorded"
     return preview(i.get("result"), 40)
 
@@ -369,7 +371,7 @@ def resume(home: Path, as_json: bool, app: str, run_id: str) -> None:
     _out(as_json, doc, lambda: f"{run_id}: {before} -> {run.status} "
          f"(state_version {run.state_version})" + (
              f"\nerror: {first_line(run.error)}" if run.error else ""))
-    if str(run.status) == "FAILED":
+    if run.status == Status.FAILED:
         raise click.exceptions.Exit(EXIT_BAD_STATE)
 
 
@@ -394,7 +396,7 @@ def recover(home: Path, as_json: bool, app: str, max_age: str, max_attempts: int
         ["RUN", "WAS", "NOW", "ERROR~"],
         [[r["run_id"], r["was"], r["status"], r["error"] or "-"] for r in rows],
     ) if rows else "nothing to recover")
-    if any(r["error"] or r["status"] == "FAILED" for r in rows):
+    if any(r["error"] or r["status"] == Status.FAILED for r in rows):
         raise click.exceptions.Exit(EXIT_BAD_STATE)
 
 
@@ -405,7 +407,7 @@ def recover(home: Path, as_json: bool, app: str, max_age: str, max_attempts: int
 def cancel(home: Path, as_json: bool, run_id: str, reason: str | None) -> None:
     """Stop a run for good. Its records are kept; a worker holding it is fenced out."""
     done = _engine(home).cancel(run_id, reason)
-    doc = {"run_id": run_id, "cancelled": done, "status": "CANCELLED"}
+    doc = {"run_id": run_id, "cancelled": done, "status": Status.CANCELLED}
     _out(as_json, doc, lambda: f"cancelled {run_id}" if done
          else f"{run_id} was already cancelled")
 
@@ -423,7 +425,7 @@ def fork(home: Path, as_json: bool, run_id: str, version: int, new_id: str | Non
         new = _engine(home).fork(run_id, version, new_id=new_id)
     except ValueError as exc:  # an unusable --as id
         raise click.BadParameter(str(exc), param_hint="--as") from None
-    doc = {"run_id": new, "parent": run_id, "parent_version": version, "status": "PENDING"}
+    doc = {"run_id": new, "parent": run_id, "parent_version": version, "status": Status.PENDING}
     _out(as_json, doc, lambda: f"forked {run_id} at version {version} as {new} (PENDING)\n"
          f"run it with: bide resume {new} --app MODULE:ATTR")
 
@@ -551,8 +553,7 @@ def pending(home: Path, as_json: bool) -> None:
 @click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME", default=".bide",
               show_default=True, help="The bide home directory.")
 @click.option("--reject", is_flag=True, help="Reject instead of approve.")
-@click.option("--decision", type=click.Choice(["approve", "reject", "mark_done", "retry",
-                                               "abort"]),
+@click.option("--decision", type=click.Choice([d.value for d in Decision]),
               help="Any allowed decision: approve/reject for an approval, "
                    "mark_done/retry/abort for a reconciliation.")
 @click.option("--by", help="Who decides (recorded).")
@@ -570,10 +571,10 @@ def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by
     decision, is neither decided nor expired; the key when the home requires one),
     so no file is written that the watcher would refuse.
     """
-    if reject and decision not in (None, "reject"):
+    if reject and decision not in (None, Decision.REJECT):
         raise click.UsageError(f"--reject conflicts with --decision {decision}")
-    chosen = decision or ("reject" if reject else "approve")
-    if result is not None and chosen != "mark_done":
+    chosen = decision or (Decision.REJECT if reject else Decision.APPROVE)
+    if result is not None and chosen != Decision.MARK_DONE:
         raise click.UsageError(f"--result goes with --decision mark_done only, not {chosen}")
     value = None if result is None else _json_arg(result)
     eng = _engine(home)

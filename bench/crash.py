@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import Decision, Status
 from .crashkit import start_worker
 from .policies import BenchPolicy, get
 from .workloads import Counters, Workload
@@ -77,16 +78,16 @@ def _resume(home: str, w: Workload, p: BenchPolicy, run_id: str, counters_dir: s
         except UnknownRun:  # killed before the run was created: start it
             run = engine.start(flow.name, w.initial(), run_id=run_id, policy=p.policy)
         else:
-            if str(run.status) != "DONE":  # killed after the last commit: nothing to do
+            if run.status != Status.DONE:  # killed after the last commit: nothing to do
                 t0 = time.perf_counter()
                 engine._cursor(run.head)  # what resume loads: checkpoint + pending writes
                 load = time.perf_counter() - t0
                 run = engine.resume(run_id)
-        while str(run.status) == "NEEDS_RECONCILIATION" and asked < 100:
+        while run.status == Status.NEEDS_RECONCILIATION and asked < 100:
             asked += 1
             _decide_like_a_human(engine, run, counters_dir)
             run = engine.resume(run_id)
-        ok = str(run.status) == "DONE" and run.state == w.expected()
+        ok = run.status == Status.DONE and run.state == w.expected()
         print(json.dumps({"status": str(run.status), "state_ok": ok, "asked": asked,
                           "load_seconds": load}), flush=True)
 
@@ -98,9 +99,10 @@ def _decide_like_a_human(engine: Any, run: Any, counters_dir: str) -> None:
     effects = Counters.read_effects(counters_dir)
     turns = effects.get(intent["idempotency_key"])
     if turns:
-        engine.decide(waiting["approval_id"], "mark_done", by="bench", result={"ok": turns[0]})
+        engine.decide(waiting["approval_id"], Decision.MARK_DONE, by="bench",
+                      result={"ok": turns[0]})
     else:
-        engine.decide(waiting["approval_id"], "retry", by="bench")
+        engine.decide(waiting["approval_id"], Decision.RETRY, by="bench")
 
 
 def main(argv: list[str]) -> None:

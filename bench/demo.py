@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import Decision, IntentStatus, Status
 from .. import open as open_engine
 from ..engine.inbox import drop_decision
 from ..engine.inspect import show
@@ -76,7 +77,8 @@ def run_demo(home: Path | None = None, say: Callable[[str], None] = print) -> in
     say("3. Someone approves: a decision file is renamed into the inbox. A watcher process")
     say("   takes it and resumes the run — and we kill it right after git_apply changed the")
     say("   world, before bide could record that it did.")
-    drop_decision(home, run.waiting["approval_id"], "approve", by="alice", reason="looks right")
+    drop_decision(home, run.waiting["approval_id"], Decision.APPROVE, by="alice",
+                  reason="looks right")
     out = _child(env, "after_tool_effect:1:kill", "-m", "bide.cli", "watch", "--home", str(home),
                  "--app", "bide.bench.demo_app:flow", "--once")
     if out.returncode != -9:
@@ -105,7 +107,7 @@ def run_demo(home: Path | None = None, say: Callable[[str], None] = print) -> in
     for cmd in ("runs", f"show {run_id}", f"log {run_id}", f"intents {run_id}",
                 f"checkpoints {run_id}"):
         say(f"   bide {cmd} --home {home}")
-    return 0 if run.status.value == "DONE" and once else 1
+    return 0 if run.status is Status.DONE and once else 1
 
 
 def resumed_node_story(node: str, tool: str, kept: bool, before: dict[str, Any] | None,
@@ -125,7 +127,7 @@ def resumed_node_story(node: str, tool: str, kept: bool, before: dict[str, Any] 
     if before is None:
         return (f"{node}: ran again; {tool} had not been called before the kill, so it was "
                 f"called now with key {key} {seen}.")
-    if before["status"] == "completed":
+    if before["status"] == IntentStatus.COMPLETED:
         return (f"{node}: ran again; {tool}'s intent was completed in the log, so its result "
                 f"was returned without calling the tool {seen}.")
     return (f"{node}: ran again; {tool}'s intent was prepared with no outcome (outcome "

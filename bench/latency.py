@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import bide
+from bide import Decision, Status
 from bide.formats import RunCreated, StatusChanged
 
 APP = '''
@@ -40,7 +41,7 @@ def commit_latency(home: Path, durability: str, n: int = 300) -> float:
         times = []
         for _ in range(n):
             t = time.perf_counter()
-            eng.store.commit([StatusChanged(run_id="c", status="RUNNING")])
+            eng.store.commit([StatusChanged(run_id="c", status=Status.RUNNING)])
             times.append(time.perf_counter() - t)
     return statistics.median(times) * 1e6
 
@@ -91,7 +92,7 @@ def inbox_latency(drops: int, poll: bool = False) -> list[float]:
         for i in range(drops):
             before = mark.read_text().count("\n") if mark.exists() else 0
             t0 = time.time()
-            drop_decision(home, asks[f"l{i}"], "approve", by="bench")
+            drop_decision(home, asks[f"l{i}"], Decision.APPROVE, by="bench")
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 if mark.exists() and mark.read_text().count("\n") > before:

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .. import Status
 from ..engine.runtime import Engine
 from ..engine.runtime import open as open_home
 from ..engine.store import WriteEvent
@@ -81,7 +82,7 @@ def measure(w: Workload, p: BenchPolicy, home: Path, *, repeat: int,
             run = engine.start(flow.name, w.initial(), run_id="r-0", policy=p.policy)
             first = time.perf_counter() - t0
         growth = engine.store.info()["used_bytes"] - used0
-        if str(run.status) != "DONE" or run.state != w.expected():
+        if run.status != Status.DONE or run.state != w.expected():
             raise AssertionError(f"{w.label} under {p.name} ended {run.status} with a wrong state")
         times = [first] + [_timed_run(engine, flow.name, w, p, i) for i in range(1, repeat)]
         by_type: dict[str, int] = {}

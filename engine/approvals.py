@@ -15,9 +15,7 @@ from .permissions import private_dir
 from .render import to_json
 from .run_view import expired
 from .store import Reader
-
-APPROVAL_DECISIONS = ("approve", "reject")
-RECONCILE_DECISIONS = ("mark_done", "retry", "abort")
+from .vocabulary import APPROVAL_DECISIONS
 
 
 def approval_id(run_id: str, task: str, index: int, kind: str = "approve") -> str:

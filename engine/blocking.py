@@ -16,6 +16,7 @@ from ..formats import LeaseReleased, StatusChanged
 from .index import RunHead
 from .run_view import finished
 from .store import Reader
+from .vocabulary import Status
 
 BLOCKED = "blocked: cannot be resumed until the error below is fixed (the run's data is kept)"
 
@@ -45,7 +46,7 @@ def block_records(r: Reader, run_id: str, why: str, *, owner: str, now: float,
     status = head.status
     if head.lease_owner == owner:
         records.append(LeaseReleased(run_id=run_id, owner=owner, token=head.lease_token, at=now))
-        status = "INTERRUPTED"
+        status = Status.INTERRUPTED
     records.append(StatusChanged(run_id=run_id, status=status, reason=BLOCKED, error=why,
                                  node=node, at=now))
     return records

@@ -24,14 +24,7 @@ from ..formats import (
 )
 from ..formats.errors import NotSerializable
 from . import faults
-from .approvals import (
-    APPROVAL_DECISIONS,
-    RECONCILE_DECISIONS,
-    approval_id,
-    decided,
-    digest_of,
-    same_request,
-)
+from .approvals import approval_id, decided, digest_of, same_request
 from .errors import (
     ContextClosed,
     Nondeterminism,
@@ -46,6 +39,7 @@ from .offload import off_loop, on_loop
 from .run_view import expired
 from .step import StepScope
 from .tools import Outcome, Tool
+from .vocabulary import APPROVAL_DECISIONS, RECONCILE_DECISIONS, Decision, IntentStatus
 
 
 class NodeContext:
@@ -99,11 +93,11 @@ class NodeContext:
                                  f"({req.digest[:19]})", f"approval of {action!r} ({digest[:19]})")
         if req.decision is None:
             if expired(req, scope.clock()):
-                scope.commit([decided(req, "reject", by="bide", reason="expired",
+                scope.commit([decided(req, Decision.REJECT, by="bide", reason="expired",
                                       at=scope.clock())])
                 return False
             raise Paused(waiting, [])
-        return req.decision == "approve"
+        return req.decision == Decision.APPROVE
 
     # -- tools -------------------------------------------------------------
     def tool(self, t: Tool[..., Any], /, *args: Any, **kwargs: Any) -> Any:
@@ -194,11 +188,11 @@ class _ToolCall:
             return self._call(attempt=1 if known is None else known.attempts + 1)
         self._check_same_call(known)
         match known.status:
-            case "completed":
+            case IntentStatus.COMPLETED:
                 return known.result
-            case "failed":
+            case IntentStatus.FAILED:
                 raise ToolFailed(self.t.name, known.error_type, known.error)
-            case "resolved":
+            case IntentStatus.RESOLVED:
                 return self._resolved(known)
         return self._unknown(known)
 
@@ -213,11 +207,11 @@ class _ToolCall:
             )
 
     def _resolved(self, known: IntentState) -> Any:
-        if known.decision == "mark_done":
+        if known.decision == Decision.MARK_DONE:
             return known.result
-        if known.decision == "abort":
+        if known.decision == Decision.ABORT:
             raise ReconciliationAborted(self.t.name, self.key, known.by, known.reason)
-        return self._call(attempt=known.attempts + 1)  # "retry"
+        return self._call(attempt=known.attempts + 1)  # Decision.RETRY
 
     def _unknown(self, known: IntentState) -> Any:
         """The tool may or may not have run. Never guess for a non-idempotent tool."""

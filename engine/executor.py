@@ -27,6 +27,7 @@ from .state import DEFERRED, Op, fold
 from .step import StepScope
 from .store import Store
 from .tasks import TaskResult, arun_tasks, run_tasks
+from .vocabulary import Status
 
 GEOMETRIC_MIN = 64  # deltas before the first full snapshot under the default policy
 
@@ -82,7 +83,7 @@ class Execution:
                     return
                 if self._settle(self._results(self._tasks())):
                     return
-            self._checkpoint("DONE", release=True)
+            self._checkpoint(Status.DONE, release=True)
 
     async def arun(self) -> None:
         """``run`` on the caller's event loop: async nodes run on it, blocking work off it."""
@@ -95,7 +96,7 @@ class Execution:
                 results = self._ordered(tasks, done, await arun_tasks(self._scope(), todo))
                 if await off_loop(self._settle, results):
                     return
-            await off_loop(self._checkpoint, "DONE", release=True)
+            await off_loop(self._checkpoint, Status.DONE, release=True)
 
     @contextmanager
     def _leased(self) -> Iterator[None]:
@@ -149,7 +150,7 @@ class Execution:
             self._fail("(fold)", "".join(traceback.format_exception(exc)))
             return True
         if self.next and self.policy.due(self.steps_since_cp):
-            self._checkpoint("RUNNING")
+            self._checkpoint(Status.RUNNING)
         return False
 
     def _results(self, tasks: list[tuple[str, str]]) -> list[TaskResult]:
@@ -212,8 +213,8 @@ class Execution:
 
     def _interrupt(self) -> None:
         """Stop at this boundary for a shutdown; the run stays resumable."""
-        self._checkpoint("INTERRUPTED", release=True, extra=[StatusChanged(
-            run_id=self.run_id, status="INTERRUPTED", reason="worker shut down",
+        self._checkpoint(Status.INTERRUPTED, release=True, extra=[StatusChanged(
+            run_id=self.run_id, status=Status.INTERRUPTED, reason="worker shut down",
             at=self.clock())])
 
     def interrupted(self, reason: str) -> None:
@@ -228,7 +229,7 @@ class Execution:
         """
         try:
             self.commit([
-                StatusChanged(run_id=self.run_id, status="INTERRUPTED", reason=reason,
+                StatusChanged(run_id=self.run_id, status=Status.INTERRUPTED, reason=reason,
                               at=self.clock()),
                 LeaseReleased(run_id=self.run_id, owner=self.owner, token=self.token,
                               at=self.clock()),
@@ -239,15 +240,16 @@ class Execution:
     def _fail(self, node: str, error: str) -> None:
         """Record the failure; finished siblings' pending writes stay for the resume."""
         reason = "folding the superstep failed" if node == "(fold)" else f"node {node!r} failed"
-        self._checkpoint("FAILED", release=True, folding=False, extra=[StatusChanged(
-            run_id=self.run_id, status="FAILED", node=node, error=error, reason=reason,
+        self._checkpoint(Status.FAILED, release=True, folding=False, extra=[StatusChanged(
+            run_id=self.run_id, status=Status.FAILED, node=node, error=error, reason=reason,
             at=self.clock())])
 
     def _pause(self, pauses: list[Any]) -> None:
         requests = [rec for p in pauses for rec in p.records]
         waiting = pauses[0].waiting
         kinds = {p.waiting["type"] for p in pauses}
-        status = "NEEDS_RECONCILIATION" if "reconciliation" in kinds else "WAITING_APPROVAL"
+        status = (Status.NEEDS_RECONCILIATION if "reconciliation" in kinds
+                  else Status.WAITING_APPROVAL)
         self._checkpoint(status, release=True, waiting=waiting, extra=requests, folding=False)
         faults.point("after_pause_committed")
         for req in requests:

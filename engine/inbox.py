@@ -24,6 +24,7 @@ from .approvals import atomic_write_json, check_decision, decided
 from .errors import BideError
 from .permissions import private_dir, trusted_uid
 from .store import Reader
+from .vocabulary import Decision
 
 MAX_BYTES = 64 * 1024
 FIELDS = {"approval_id", "decision", "by", "reason", "run_id", "digest", "sig", "result"}
@@ -56,7 +57,7 @@ def sign(fields: dict[str, Any], key: bytes) -> str:
     return hmac.new(key, canonical(fields), hashlib.sha256).hexdigest()
 
 
-def drop_decision(home: str | os.PathLike[str], approval_id: str, decision: str, *,
+def drop_decision(home: str | os.PathLike[str], approval_id: str, decision: Decision | str, *,
                   by: str | None = None, reason: str | None = None, run_id: str | None = None,
                   digest: str | None = None, result: Any = None, key: bytes | None = None
                   ) -> Path:
@@ -118,7 +119,7 @@ def parse(data: bytes) -> dict[str, Any]:
     for field in ("by", "reason", "run_id", "digest", "sig"):
         if body.get(field) is not None and not isinstance(body[field], str):
             raise Refused(f"field {field!r} must be a string")
-    if "result" in body and body["decision"] != "mark_done":
+    if "result" in body and body["decision"] != Decision.MARK_DONE:
         raise Refused("only a 'mark_done' decision carries a 'result'")
     return body
 

@@ -28,11 +28,10 @@ from ..formats import (
 from ..formats.envelope import INDEX_MAGIC, frame_index, unframe_index
 from ..formats.errors import CorruptIndex
 from .extensions import EXTENSIONS, owner
+from .vocabulary import WAITING, Decision, IntentStatus, Status
 
 RUNS, RUNLOG, INTENTS, APPROVALS = "runs", "runlog", "intents", "approvals"
 DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS, *(t for ext in EXTENSIONS for t in ext.tables))
-WAITING_STATUSES = ("WAITING_APPROVAL", "NEEDS_RECONCILIATION")
-FINISHED_STATUSES = ("DONE", "FAILED", "CANCELLED")
 
 _SEQ = struct.Struct(">Q")
 
@@ -96,7 +95,7 @@ class IntentState(msgspec.Struct, kw_only=True, omit_defaults=True):
     index: int
     args_digest: str
     idempotency_key: str
-    status: str = "prepared"
+    status: str = IntentStatus.PREPARED
     attempts: int = 1
     prepared_at: float = 0.0
     result: Any = None
@@ -228,14 +227,14 @@ def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
             head.base = seq if record.full else record.base
             head.committed = record.committed
             head.waiting = record.waiting
-            if record.status not in ("FAILED",):
+            if record.status != Status.FAILED:
                 head.error = None
         case StatusChanged():
             head.status = record.status
             head.reason = record.reason
             head.error = record.error
             head.node = record.node
-            if record.status not in WAITING_STATUSES:
+            if record.status not in WAITING:
                 head.waiting = None
         case LeaseAcquired():
             head.lease_owner = record.owner
@@ -298,7 +297,7 @@ def _fold_intent_completed(tables: Tables, r: IntentCompleted) -> None:
     state = load(tables, INTENTS, key, IntentState)
     if state is None:
         return
-    state.status = "completed" if r.ok else "failed"
+    state.status = IntentStatus.COMPLETED if r.ok else IntentStatus.FAILED
     state.result, state.error, state.error_type, state.via = r.result, r.error, r.error_type, r.via
     tables.put(INTENTS, key, pack_value(state))
 
@@ -314,8 +313,8 @@ def _fold_approval_requested(tables: Tables, r: ApprovalRequested) -> None:
     if r.intent is not None:
         ikey = intent_key(r.run_id, r.intent)
         intent = load(tables, INTENTS, ikey, IntentState)
-        if intent is not None and intent.status == "prepared":
-            intent.status, intent.approval_id = "unknown", r.approval_id
+        if intent is not None and intent.status == IntentStatus.PREPARED:
+            intent.status, intent.approval_id = IntentStatus.UNKNOWN, r.approval_id
             tables.put(INTENTS, ikey, pack_value(intent))
 
 
@@ -330,8 +329,8 @@ def _fold_approval_decided(tables: Tables, r: ApprovalDecided) -> None:
         ikey = intent_key(r.run_id, state.intent)
         intent = load(tables, INTENTS, ikey, IntentState)
         if intent is not None:
-            intent.status = "resolved"
+            intent.status = IntentStatus.RESOLVED
             intent.decision, intent.by, intent.reason = r.decision, r.by, r.reason
-            if r.decision == "mark_done":
+            if r.decision == Decision.MARK_DONE:
                 intent.result = r.result
             tables.put(INTENTS, ikey, pack_value(intent))

@@ -33,14 +33,13 @@ from .errors import UnknownVersion as UnknownVersion  # its old home, still impo
 from .index import RunHead
 from .render import clip, first_line, preview, size
 from .run_view import RunView, owner_alive
-from .runs import Status
 from .state import materialize
 from .store import Reader
+from .vocabulary import IN_DOUBT, Status
 
 if TYPE_CHECKING:
     from .runtime import Engine
 
-IN_DOUBT = ("prepared", "unknown")
 
 
 def builtins(record: Record) -> dict[str, Any]:
@@ -92,9 +91,9 @@ def waiting_text(head: RunHead, live: bool) -> str:
         return f"approval {w.get('approval_id')} ({w.get('node_id')})"
     if w.get("type") == "reconciliation":
         return f"reconcile {w.get('tool')} ({w.get('node_id')})"
-    if head.status == "RUNNING" and not live:
+    if head.status == Status.RUNNING and not live:
         return "orphaned: no live lease"
-    if head.status == "PENDING":
+    if head.status == Status.PENDING:
         return "a worker"
     return "-"
 
@@ -313,7 +312,7 @@ def intents(engine: Engine, run_id: str | None = None, *, unknown: bool = False,
                 if i.run_id not in live:
                     head = r.head(i.run_id)
                     live[i.run_id] = head is None or (
-                        head.status == "RUNNING" and RunView(r, head).lease_live(now))
+                        head.status == Status.RUNNING and RunView(r, head).lease_live(now))
                 if live[i.run_id]:
                     continue
             rows.append(plain(i))

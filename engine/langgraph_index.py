@@ -47,6 +47,7 @@ from ..formats.langgraph_records import (
     Version,
 )
 from .extension import Extension
+from .vocabulary import Status
 
 LG = "langgraph"
 LG_TABLES = (LG,)
@@ -274,12 +275,12 @@ def fold_head(tables: Tables, head: Any, seq: int, record: Any) -> None:
     flags = _get(tables, flags_key(record.run_id, "", record.checkpoint_id)) or b"\x00"
     head.waiting = head.error = None
     if flags[0] & 1:
-        head.status, head.error = "FAILED", flags[1:].decode() or None
+        head.status, head.error = Status.FAILED, flags[1:].decode() or None
     elif flags[0] & 2 and not flags[0] & 4:
-        head.status = "INTERRUPTED"
+        head.status = Status.INTERRUPTED
         head.waiting = {"type": "interrupt", "checkpoint_id": record.checkpoint_id}
     else:
-        head.status = "RUNNING" if running else "DONE"
+        head.status = Status.RUNNING if running else Status.DONE
 
 
 def keys_of(seq: int, record: Any) -> list[tuple[str, bytes]]:

@@ -50,6 +50,7 @@ from .index import (
 from .permissions import exposure
 from .run_view import finished, unfolded_from
 from .store import LEASES, LOG, Logged, Reader, Store
+from .vocabulary import IN_DOUBT
 
 # What prune may take from a run it keeps; every other record (its identity, status history,
 # tool calls, decisions, and any type prune does not know) stays.
@@ -407,7 +408,7 @@ def stats(store: Store) -> dict[str, Any]:
             slot["count"] += 1
             slot["bytes"] += len(raw)
         statuses = Counter(h.status for h in r.heads())
-        in_doubt = sum(1 for i in r.intents() if i.status in ("prepared", "unknown"))
+        in_doubt = sum(1 for i in r.intents() if i.status in IN_DOUBT)
         waiting = sum(1 for a in r.approvals() if a.decision is None)
     return {
         "home": str(store.home),

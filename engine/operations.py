@@ -16,6 +16,7 @@ from .inspect import head_of, version_seq
 from .runs import check_run_id
 from .state import materialize
 from .store import Reader
+from .vocabulary import Status
 
 if TYPE_CHECKING:
     from .runtime import Engine
@@ -44,9 +45,9 @@ def cancel(engine: Engine, run_id: str, reason: str | None = None, *,
 
     def build(r: Reader) -> list[Record]:
         head = head_of(r, run_id)
-        if head.status == "CANCELLED":
+        if head.status == Status.CANCELLED:
             raise _AlreadyCancelled()
-        if head.status == "DONE":
+        if head.status == Status.DONE:
             raise NotCancellable(run_id, head.status)
         records: list[Record] = []
         if head.lease_owner is not None:
@@ -57,7 +58,7 @@ def cancel(engine: Engine, run_id: str, reason: str | None = None, *,
                               attempts=head.attempts, at=at),
                 LeaseReleased(run_id=run_id, owner=owner, token=token, at=at),
             ]
-        records.append(StatusChanged(run_id=run_id, status="CANCELLED",
+        records.append(StatusChanged(run_id=run_id, status=Status.CANCELLED,
                                      reason=reason or "cancelled", at=at))
         return records
 
@@ -96,10 +97,10 @@ def fork(engine: Engine, run_id: str, version: int, new_id: str | None = None, *
         state = materialize(r, run_id, seq)
         return [
             RunCreated(run_id=new_id, flow=head.flow, fingerprint=head.fingerprint, input=state,
-                       policy=dict(head.policy), status="PENDING", parent=run_id,
+                       policy=dict(head.policy), status=Status.PENDING, parent=run_id,
                        parent_version=version, at=at),
             Checkpoint(run_id=new_id, version=cp.version, superstep=cp.superstep,
-                       status="PENDING", full=True, state=state, next=list(cp.next),
+                       status=Status.PENDING, full=True, state=state, next=list(cp.next),
                        seen={k: dict(v) for k, v in cp.seen.items()},
                        flow=head.flow, fingerprint=head.fingerprint, at=at),
         ]

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from ..formats import Checkpoint, PendingWrite
 from . import faults
 from .errors import StaleLease, UnknownVersion
-from .index import FINISHED_STATUSES, ApprovalState, RunHead
+from .index import ApprovalState, RunHead
 from .store import Reader
+from .vocabulary import FINISHED, Status
 
 Unfolded = dict[str, tuple[int, PendingWrite]]
 
@@ -82,12 +83,12 @@ class RunView:
 
 def finished(head: RunHead) -> bool:
     """DONE, FAILED or CANCELLED: nothing more happens to it unless someone resumes it."""
-    return head.status in FINISHED_STATUSES
+    return head.status in FINISHED
 
 
 def ended(head: RunHead) -> bool:
     """DONE or CANCELLED: no resume will run it again (a FAILED run may be retried)."""
-    return head.status in ("DONE", "CANCELLED")
+    return head.status in (Status.DONE, Status.CANCELLED)
 
 
 def unfolded_from(checkpoint_seq: int, cp: Checkpoint) -> int:

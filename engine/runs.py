@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-from .errors import UnknownStatus
 from .index import RunHead
+from .vocabulary import Status
 
 MAX_RUN_ID = 128
 
@@ -21,36 +20,6 @@ def check_run_id(run_id: Any) -> str:
     if any(c in run_id for c in "\x00/\\") or not run_id.isprintable():
         raise ValueError(f"run_id {run_id!r} may not contain '/', '\\', NUL or control chars")
     return run_id
-
-
-class Status(str, Enum):
-    """A run's status; values equal names so they print and compare as plain strings."""
-
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    WAITING_APPROVAL = "WAITING_APPROVAL"
-    NEEDS_RECONCILIATION = "NEEDS_RECONCILIATION"
-    INTERRUPTED = "INTERRUPTED"
-    DONE = "DONE"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @classmethod
-    def of(cls, value: Status | str) -> Status:
-        """``value`` as a Status: a Status, or its name in any case.
-
-        Raises:
-            UnknownStatus: any other value, naming the valid ones (a filter on a
-                misspelt status would otherwise match nothing, silently).
-        """
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, str) and value.strip().upper() in cls.__members__:
-            return cls[value.strip().upper()]
-        raise UnknownStatus(value, list(cls.__members__))
 
 
 class Run:

@@ -37,17 +37,18 @@ from .errors import (
 )
 from .executor import Cursor, Execution
 from .flow import Flow
-from .index import FINISHED_STATUSES, WAITING_STATUSES, RunHead
+from .index import RunHead
 from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from .offload import off_loop
 from .permissions import private_dir
 from .policy import Policy
 from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
 from .run_view import RunView, ended, settled
-from .runs import CheckpointInfo, Run, Status, check_run_id
+from .runs import CheckpointInfo, Run, check_run_id
 from .state import materialize
 from .store import Reader, Store
 from .surface import Surface
+from .vocabulary import FINISHED, WAITING, Decision, Status
 
 
 class Engine(Surface):
@@ -122,7 +123,7 @@ class Engine(Surface):
     def start(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
               run_id: str | None = None, policy: Policy | None = None) -> Run:
         """Create a run and run it in this thread until it is done, paused or failed."""
-        run_id = self._create(flow, input, run_id, policy, status="RUNNING")
+        run_id = self._create(flow, input, run_id, policy, status=Status.RUNNING)
         faults.point("after_run_created")
         return self._advance(run_id, token=1)
 
@@ -134,7 +135,7 @@ class Engine(Surface):
         stays free while the run advances. Cancelling the awaiting task leaves
         the run INTERRUPTED, resumable at once.
         """
-        run_id = await off_loop(self._create, flow, input, run_id, policy, status="RUNNING")
+        run_id = await off_loop(self._create, flow, input, run_id, policy, status=Status.RUNNING)
         faults.point("after_run_created")
         return await self._aadvance(run_id, token=1)
 
@@ -146,7 +147,7 @@ class Engine(Surface):
     def submit(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
                run_id: str | None = None, policy: Policy | None = None) -> str:
         """Record a PENDING run and return its id at once; a watcher or ``resume`` runs it."""
-        return self._create(flow, input, run_id, policy, status="PENDING")
+        return self._create(flow, input, run_id, policy, status=Status.PENDING)
 
     def _create(self, flow_name: str, input: Any, run_id: str | None, policy: Policy | None,
                 status: str) -> str:
@@ -167,7 +168,7 @@ class Engine(Surface):
                        state=state, next=flow.start_nodes(), flow=flow.name,
                        fingerprint=flow.fingerprint(), at=now),
         ]
-        if status == "RUNNING":
+        if status == Status.RUNNING:
             records.append(LeaseAcquired(run_id=run_id, owner=self.owner, token=1,
                                          expires_at=now + self.lease_ttl, at=now))
 
@@ -193,7 +194,7 @@ class Engine(Surface):
         head = self._head(run_id)
         if ended(head):
             raise RunNotResumable(run_id, f"it is {head.status}")
-        if head.status in WAITING_STATUSES and not self._decided(head):
+        if head.status in WAITING and not self._decided(head):
             return self.get(run_id)  # nothing to do until someone decides
         with self.store.reader() as r:  # the flow must still fit before anything is written
             cp, _, found = RunView(r, head).unfolded()
@@ -228,7 +229,7 @@ class Engine(Surface):
         """Advance one run, or say why not."""
         if head.run_id in self.blocked and self.blocked[head.run_id][1] == signature(head):
             return self._left(head, "blocked", self.blocked[head.run_id][0])
-        if head.status == "RUNNING":
+        if head.status == Status.RUNNING:
             if self.clock() - head.updated_at > max_age:
                 return self._give_up(head, f"expired: orphaned for more than {max_age:.0f}s")
             if head.attempts >= max_attempts:
@@ -268,13 +269,13 @@ class Engine(Surface):
             for head in r.heads():
                 if head.flow == "langgraph":
                     continue  # LangGraph threads are advanced by invoking their graph
-                if head.status in ("PENDING", "INTERRUPTED"):
+                if head.status in (Status.PENDING, Status.INTERRUPTED):
                     out.append(head)
-                elif head.status in WAITING_STATUSES:
+                elif head.status in WAITING:
                     req = RunView(r, head).awaited_approval()
                     if req is not None and settled(req, now):
                         out.append(head)
-                elif head.status == "RUNNING" and not RunView(r, head).lease_live(now):
+                elif head.status == Status.RUNNING and not RunView(r, head).lease_live(now):
                     out.append(head)
         return out
 
@@ -285,13 +286,13 @@ class Engine(Surface):
                 raise RunNotResumable(head.run_id, "another worker took it meanwhile")
 
         try:
-            self.store.commit([StatusChanged(run_id=head.run_id, status="FAILED",
+            self.store.commit([StatusChanged(run_id=head.run_id, status=Status.FAILED,
                                              reason=reason, error=reason, at=self.clock())],
                               check=check)
         except RunNotResumable as exc:
             return self._left(head, "skipped", str(exc))
         return RecoveredRun(run_id=head.run_id, outcome="given_up", was=head.status,
-                            status="FAILED", reason=reason)
+                            status=Status.FAILED, reason=reason)
 
     def _decided(self, head: RunHead) -> bool:
         with self.store.reader() as r:
@@ -309,7 +310,7 @@ class Engine(Surface):
             if ended(head):
                 raise RunNotResumable(run_id, f"it is {head.status}")
             view = RunView(r, head)
-            req = view.awaited_approval() if head.status in WAITING_STATUSES else None
+            req = view.awaited_approval() if head.status in WAITING else None
             if req is not None and not settled(req, now):
                 raise RunNotResumable(run_id, f"it waits for decision {req.approval_id}")
             if head.lease_owner != self.owner and view.lease_live(now):
@@ -320,8 +321,8 @@ class Engine(Surface):
                 run_id=run_id, owner=self.owner, token=head.lease_token + 1,
                 expires_at=now + self.lease_ttl,
                 attempts=head.attempts + (1 if orphaned else 0), at=now)]
-            if head.status != "RUNNING" or head.reason == BLOCKED:
-                records.append(StatusChanged(run_id=run_id, status="RUNNING", reason="resumed",
+            if head.status != Status.RUNNING or head.reason == BLOCKED:
+                records.append(StatusChanged(run_id=run_id, status=Status.RUNNING, reason="resumed",
                                              at=now))
             return records
 
@@ -377,7 +378,7 @@ class Engine(Surface):
                 raise FlowMismatch(head.run_id, write.node, "pending-write", flow=head.flow)
 
     # -- decisions -----------------------------------------------------------
-    def decide(self, approval_id: str, decision: str, *, by: str | None = None,
+    def decide(self, approval_id: str, decision: Decision | str, *, by: str | None = None,
                reason: str | None = None, result: Any = None) -> bool:
         """Record a decision (approve/reject, or mark_done/retry/abort). Runs nothing.
 
@@ -405,13 +406,13 @@ class Engine(Surface):
             return False
         return recorded[0]
 
-    async def adecide(self, approval_id: str, decision: str, *, by: str | None = None,
+    async def adecide(self, approval_id: str, decision: Decision | str, *, by: str | None = None,
                       reason: str | None = None, result: Any = None) -> bool:
         """``decide`` without blocking the event loop."""
         return await off_loop(self.decide, approval_id, decision, by=by, reason=reason,
                               result=result)
 
-    def check_decision(self, approval_id: str, decision: str) -> dict[str, Any]:
+    def check_decision(self, approval_id: str, decision: Decision | str) -> dict[str, Any]:
         """Check, without writing anything, that ``decision`` can be recorded now.
 
         Returns:
@@ -541,4 +542,4 @@ def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
                   clock=clock, store=store)
 
 
-__all__ = ["Engine", "FINISHED_STATUSES", "open"]
+__all__ = ["Engine", "FINISHED", "open"]

@@ -90,7 +90,7 @@ def fold(
         for key, kind, _ in ops:
             if kind == "set":
                 if key in setters and setters[key] != node:
-                    raise ReducerConflict(key, [setters[key], node])
+                    raise ReducerConflict(key, [setters[key], node], flow=flow.name)
                 setters[key] = node
     new = dict(state)
     custom: dict[str, Any] = {}

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from . import inspect, maintenance, operations, signing
 from .inbox import drop_decision
 from .maintenance import DoctorReport, PruneReport
-from .runs import Status
+from .vocabulary import Status
 
 if TYPE_CHECKING:
     from .runtime import Engine

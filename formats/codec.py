@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import Enum
 from typing import Any
 
 import msgspec
@@ -125,9 +126,19 @@ def _sets_sorted(value: Any) -> Any:
     return value
 
 
+def _plain_words(struct: Any) -> Any:
+    """The struct with str-valued enum members in its fields (an engine's ``Status.DONE``)
+    as the plain strings they stand for: an index value stores words, not Python types
+    (user values inside fields are still refused an enum by ``to_wire``)."""
+    words = {name: str.__str__(v) for name in struct.__struct_fields__
+             if isinstance(v := getattr(struct, name), str) and isinstance(v, Enum)}
+    return msgspec.structs.replace(struct, **words) if words else struct
+
+
 def pack_value(value: Any) -> bytes:
     """A derived index value (a struct or list): kept types faithfully, and a checksum."""
     if isinstance(value, msgspec.Struct):
+        value = _plain_words(value)
         changes = _wire_fields(value, value.__struct_fields__)
         value = msgspec.structs.replace(value, **changes) if changes else value
     else:

@@ -97,6 +97,15 @@ def test_flow_errors_name_flow_and_node():
     assert bide.FlowError("plain").flow is None
 
 
+def test_a_reducer_conflict_names_its_flow_key_and_nodes():
+    from bide.engine.state import fold
+
+    flow = bide.Flow("f")
+    with pytest.raises(bide.ReducerConflict) as caught:
+        fold(flow, {}, [("a", [("k", "set", 1)]), ("b", [("k", "set", 2)])])
+    assert (caught.value.flow, caught.value.key, caught.value.nodes) == ("f", "k", ["a", "b"])
+
+
 def test_branch_bases_still_take_a_bare_message():
     """The structured fields are keyword-only, so older call sites keep working."""
     for cls in (bide.BideError, bide.StoreError, bide.FlowError, bide.RunError,

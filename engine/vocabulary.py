@@ -1,0 +1,89 @@
+"""The words bide's records use for where things stand, as str enums.
+
+Records store plain strings (the enums are ``str`` subclasses, so the encoded
+bytes are the same); code compares against these members, never raw literals,
+so a misspelling is an AttributeError rather than a branch that never runs
+(``tests/test_vocabulary.py`` greps for raw literals).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from .errors import UnknownStatus
+
+
+class Status(str, Enum):
+    """A run's status; values equal names so they print and compare as plain strings."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    WAITING_APPROVAL = "WAITING_APPROVAL"
+    NEEDS_RECONCILIATION = "NEEDS_RECONCILIATION"
+    INTERRUPTED = "INTERRUPTED"
+    DONE = "DONE"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of(cls, value: Status | str) -> Status:
+        """``value`` as a Status: a Status, or its name in any case.
+
+        Raises:
+            UnknownStatus: any other value, naming the valid ones (a filter on a
+                misspelt status would otherwise match nothing, silently).
+        """
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str) and value.strip().upper() in cls.__members__:
+            return cls[value.strip().upper()]
+        raise UnknownStatus(value, list(cls.__members__))
+
+    @property
+    def finished(self) -> bool:
+        """Nothing more will happen to the run (the watcher and recover leave it)."""
+        return self in FINISHED
+
+    @property
+    def waiting(self) -> bool:
+        """The run waits for a person's decision."""
+        return self in WAITING
+
+
+FINISHED = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
+WAITING = frozenset({Status.WAITING_APPROVAL, Status.NEEDS_RECONCILIATION})
+
+
+class IntentStatus(str, Enum):
+    """Where a tool call's intent stands (``bide log``, ``engine.intents``)."""
+
+    PREPARED = "prepared"  # recorded before the call; no outcome yet
+    COMPLETED = "completed"  # the call returned; its result is recorded
+    FAILED = "failed"  # the call raised; its error is recorded
+    UNKNOWN = "unknown"  # the worker died mid-call; a person must reconcile it
+    RESOLVED = "resolved"  # a person reconciled it (mark_done, retry or abort)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Decision(str, Enum):
+    """What a person may decide: approvals take APPROVE/REJECT, reconciliations the rest."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+    MARK_DONE = "mark_done"
+    RETRY = "retry"
+    ABORT = "abort"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+IN_DOUBT = frozenset({IntentStatus.PREPARED, IntentStatus.UNKNOWN})  # no outcome known yet
+# What a request's ``allowed`` lists: plain strings, as its record stores them.
+APPROVAL_DECISIONS = (Decision.APPROVE.value, Decision.REJECT.value)
+RECONCILE_DECISIONS = (Decision.MARK_DONE.value, Decision.RETRY.value, Decision.ABORT.value)
