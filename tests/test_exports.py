@@ -22,6 +22,13 @@ def test_status_values_equal_names():
     assert all(s.name == s.value for s in bide.Status)
 
 
+def test_intent_status_and_decision_words_are_pinned():
+    assert [s.value for s in bide.IntentStatus] == [
+        "prepared", "completed", "failed", "unknown", "resolved"]
+    assert [d.value for d in bide.Decision] == ["approve", "reject", "mark_done", "retry", "abort"]
+    assert all(m.name == m.value.upper() for m in (*bide.IntentStatus, *bide.Decision))
+
+
 def test_issue_11_names_are_public_in_their_branch_of_the_tree():
     from bide.engine import errors
 
