@@ -287,15 +287,18 @@ class _Rollback(Exception):
 
 
 _BATCH_RETRIED = (lmdb.MapFullError, lmdb.MapResizedError)  # the whole batch, after growing
+# what stops the whole batch rather than one request: a retry, or a signal to the leader's
+# thread (Ctrl-C lands in whichever body the main thread happens to run)
+_NOT_A_REQUEST_S = (*_BATCH_RETRIED, KeyboardInterrupt, SystemExit)
 
 
 def _run_one(txn: lmdb.Transaction[bytes], request: Request[Any]) -> None:
     """A batch of one runs in the transaction itself: no nested transaction to pay for."""
     try:
         request.succeed(request.body(txn))
-    except _BATCH_RETRIED:
+    except _NOT_A_REQUEST_S:
         raise
-    except Exception as exc:  # noqa: BLE001 - the request's own failure, handed to its caller
+    except BaseException as exc:  # noqa: BLE001 - the request's own failure, handed to its caller
         request.fail(exc)
         raise _Rollback from None
 
@@ -306,10 +309,10 @@ def _run_nested(env: lmdb.Environment, txn: lmdb.Transaction[bytes], batch: Batc
         child = env.begin(write=True, parent=txn, buffers=False)
         try:
             result = request.body(child)
-        except _BATCH_RETRIED:
+        except _NOT_A_REQUEST_S:
             child.abort()
             raise
-        except Exception as exc:  # noqa: BLE001 - the request's own failure, handed to its caller
+        except BaseException as exc:  # noqa: BLE001 - the request's own failure (a pause too)
             child.abort()
             request.fail(exc)
         else:

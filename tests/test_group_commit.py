@@ -153,6 +153,18 @@ def test_a_failing_check_or_records_function_fails_alone_in_its_batch(store):
         assert [r.record(s).run_id for s, _ in r.log()] == ["holder", "fine"]
 
 
+def test_a_pause_like_base_exception_in_a_batch_reaches_its_own_caller_only(store):
+    class Halt(BaseException):
+        pass
+
+    def halt(reader: Any) -> None:
+        raise Halt
+
+    got = batched(store, {"halt": lambda: store.commit([created("h")], check=halt),
+                          "fine": lambda: store.commit([created("fine")])})
+    assert isinstance(got["halt"], Halt) and isinstance(got["fine"], list)
+
+
 def test_a_batch_whose_every_request_fails_writes_nothing(store):
     def refuse(reader: Any) -> None:
         raise RuntimeError("no")
