@@ -19,7 +19,7 @@ from typing import Any
 
 import lmdb
 
-from . import crash, measure, peers, workloads
+from . import concurrency, crash, measure, peers, workloads
 from .policies import POLICIES, BenchPolicy
 from .workloads import Workload
 
@@ -98,6 +98,8 @@ def run(plan: Plan, *, home: str | Path | None = None, seed: int = 0, jobs: int 
             out["granularity"], out["peers"] = _timed(plan, root / "granularity", tick)
         if plan.does_granularity:
             out["redo"] = _crashes(plan, root / "crash", seed, jobs, out["granularity"], tick)
+        if plan.does_granularity:
+            out["concurrency"] = concurrency.run(root / "concurrency", quick=plan.quick)
         if plan.peer_skip and plan.what != "granularity":
             out["meta"]["peers_skipped"] = plan.peer_skip
     finally:

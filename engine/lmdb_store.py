@@ -32,6 +32,7 @@ from .errors import (
     StoreError,
     StoreFull,
 )
+from .group_commit import Batch, GroupCommit, Request, run_alone
 from .index import (
     APPROVALS,
     DERIVED,
@@ -111,6 +112,10 @@ class _Gate:
 
     def _held(self) -> int:
         return getattr(self._mine, "n", 0)
+
+    def holding(self) -> bool:
+        """Whether this thread has a transaction open (a read snapshot, most likely)."""
+        return self._held() > 0
 
     @contextmanager
     def shared(self) -> Iterator[None]:
@@ -275,6 +280,46 @@ def _release_env(path: Path) -> None:
             return
         del _handles[key]
     found.env.close()
+
+
+class _Rollback(Exception):
+    """Every request of a batch failed: abort its transaction (nothing to commit)."""
+
+
+_BATCH_RETRIED = (lmdb.MapFullError, lmdb.MapResizedError)  # the whole batch, after growing
+# what stops the whole batch rather than one request: a retry, or a signal to the leader's
+# thread (Ctrl-C lands in whichever body the main thread happens to run)
+_NOT_A_REQUEST_S = (*_BATCH_RETRIED, KeyboardInterrupt, SystemExit)
+
+
+def _run_one(txn: lmdb.Transaction[bytes], request: Request[Any]) -> None:
+    """A batch of one runs in the transaction itself: no nested transaction to pay for."""
+    try:
+        request.succeed(request.body(txn))
+    except _NOT_A_REQUEST_S:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the request's own failure, handed to its caller
+        request.fail(exc)
+        raise _Rollback from None
+
+
+def _run_nested(env: lmdb.Environment, txn: lmdb.Transaction[bytes], batch: Batch) -> None:
+    """Each request in a nested transaction: one that raises is rolled back alone."""
+    for request in batch:
+        child = env.begin(write=True, parent=txn, buffers=False)
+        try:
+            result = request.body(child)
+        except _NOT_A_REQUEST_S:
+            child.abort()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the request's own failure (a pause too)
+            child.abort()
+            request.fail(exc)
+        else:
+            child.commit()
+            request.succeed(result)
+    if all(request.exc is not None for request in batch):
+        raise _Rollback
 
 
 class TxnTables:
@@ -458,6 +503,8 @@ class LMDBStore(Observed):
         self._broken: str | None = None
         handle = _acquire_env(self.path, durability, map_size)
         self.env, self.dbs, self._write_lock = handle.env, handle.dbs, handle.write_lock
+        self._commits = GroupCommit(self._run_batch, str(self.path))
+        self.batches = 0  # write transactions committed by this object (each one or more callers)
         self.readonly = handle.readonly
         self._closed = False
         try:
@@ -640,28 +687,64 @@ class LMDBStore(Observed):
             raise DurabilityLost(self._broken, path=self.path)
 
     def _write(self, body: Callable[[lmdb.Transaction[bytes]], T]) -> T:
-        """Run ``body`` in one write transaction, growing the map when it fills."""
+        """Run ``body`` in a write transaction, batched with other threads' (group commit).
+
+        A thread that holds a read snapshot of this process commits alone: growing
+        the map inside a batch waits for every snapshot to end, so it must not be
+        left waiting on a batch.
+        """
         self._guard(write=True)
+        if _gate.holding():
+            return run_alone(self._run_batch, body)
+        return self._commits.submit(body)
+
+    def _run_batch(self, batch: Batch) -> None:
+        """Commit ``batch`` in ONE write transaction, growing the map when it fills.
+
+        With more than one request, each runs in its own nested transaction: one
+        that raises (a stale fence, a failing check) is rolled back alone and gets
+        its own exception; the others commit together.
+        """
         while True:
             try:
-                with _gate.shared(), self._write_lock, \
-                        self.env.begin(write=True, buffers=False) as txn:
-                    return body(txn)
+                with _gate.shared(), self._write_lock:
+                    with self.env.begin(write=True, buffers=False) as txn:
+                        if len(batch) == 1:
+                            _run_one(txn, batch[0])
+                        else:
+                            _run_nested(self.env, txn, batch)
+                    self.batches += 1
+                break
+            except _Rollback:
+                break  # every request failed on its own: nothing to commit
             except lmdb.MapFullError:
                 self._grow(self.env.info()["map_size"])
             except lmdb.MapResizedError:
                 self._adopt_map_size()
-            except (lmdb.DiskError, lmdb.PanicError, lmdb.CorruptedError) as exc:
-                if (free := self._full_disk(exc)) is not None:
-                    raise StoreFull(self.home, free=free) from exc  # aborted: nothing written
-                # an I/O error during commit: we cannot know what is on disk; stop writing
+            except lmdb.Error as exc:  # the commit itself failed: every request learns why
+                for request in batch:
+                    if request.exc is None:
+                        request.fail(self._translated(exc))
+                break
+        for request in batch:  # lmdb.Error never escapes the store
+            if isinstance(request.exc, lmdb.Error):
+                request.fail(self._translated(request.exc))
+
+    def _translated(self, exc: lmdb.Error) -> StoreError:
+        """The bide error for an LMDB error (a new object each time: one per caller)."""
+        if isinstance(exc, (lmdb.DiskError, lmdb.PanicError, lmdb.CorruptedError)):
+            if (free := self._full_disk(exc)) is not None:
+                error: StoreError = StoreFull(self.home, free=free)  # aborted: nothing written
+            else:  # an I/O error during commit: we cannot know what is on disk; stop writing
                 self._broken = f"the store at {self.path} failed to commit durably ({exc}); " \
                                "the engine refuses further writes; reopen it to recover"
-                raise DurabilityLost(self._broken, path=self.path) from exc
-            except lmdb.Error as exc:
-                if (free := self._full_disk(exc)) is not None:
-                    raise StoreFull(self.home, free=free) from exc
-                raise StoreError(f"store error at {self.path}: {exc}", path=self.path) from exc
+                error = DurabilityLost(self._broken, path=self.path)
+        elif (free := self._full_disk(exc)) is not None:
+            error = StoreFull(self.home, free=free)
+        else:
+            error = StoreError(f"store error at {self.path}: {exc}", path=self.path)
+        error.__cause__ = exc
+        return error
 
     def _full_disk(self, exc: lmdb.Error) -> int | None:
         """The free bytes of the filesystem if ``exc`` means it is full, else None.
@@ -710,6 +793,9 @@ class LMDBStore(Observed):
                 if size > full_at:
                     return  # another process grew it meanwhile; retry at the new size
                 faults.point("during_map_growth")
+                # adopting reads the size of the last commit: a growth no commit has used
+                # yet is forgotten, so double what was full (a transaction needing 4x grows)
+                size = max(size, full_at)
                 new = min(size * 2, self.max_size)
                 if new <= size:
                     raise StoreFull(self.path, self.max_size)

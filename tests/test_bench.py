@@ -175,3 +175,16 @@ def test_full_every_bounds_the_deltas_replayed_to_read_a_state(tmp_path: Path) -
             chain = 0 if cp.full else chain + 1
             longest = max(longest, chain)
     assert longest < 8
+
+
+def test_quick_measures_concurrent_runs_and_the_fan_out_cost(quick_results: dict) -> None:
+    got = quick_results["concurrency"]
+    assert [r["runs"] for r in got["runs"]] == [1, 2, 4, 8]
+    for r in got["runs"]:
+        assert r["steps_per_s"] > 0 and r["transactions"] > 0
+        assert r["commits_per_transaction"] >= 1.0  # a transaction holds at least one commit
+    assert got["runs"][0]["ratio"] == 1.0
+    assert got["fanout"]["fanout4"]["transactions_per_superstep"] > 0
+    names = {t["target"] for t in quick_results["targets"]}
+    assert {"8 concurrent durable runs vs one (steps/s, one process)",
+            "fan-out-4 superstep's durable cost vs a chain superstep's"} <= names

@@ -1,0 +1,218 @@
+"""Many runs at once in one process: what group commit buys.
+
+    python -m bide.bench.concurrency [--steps 200] [--repeat 3]
+
+- runs: 1, 2, 4 and 8 durable runs of a ``long`` chain (one node looping, B =
+  100), each in its own thread, on ONE engine: total supersteps per second and
+  the ratio to one run alone, with the write transactions and records per
+  transaction (how many callers shared each flush);
+- fan-out: ms per superstep of ``fanout4`` against ``linear`` (durable default
+  policy), raw and net of the same flows run in memory (the durable cost).
+
+Every figure is a median of ``repeat`` runs measured back to back, so a change in
+the machine's load moves the baseline and the case together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..engine.runtime import open as open_home
+from ..engine.store import WriteEvent
+from .measure import baseline_seconds
+from .workloads import Workload
+
+RUNS = (1, 2, 4, 8)
+TARGET_RUNS = 4.0  # 8 runs >= 4x one run's supersteps per second (issue 13.2)
+TARGET_FANOUT = 1.5  # a fan-out-4 superstep's durable cost <= 1.5x a chain superstep's
+_JOIN = 120.0  # seconds: a run thread that has not finished by then is a failure
+
+
+def concurrent_runs(home: Path, runs: int, steps: int, *, durability: str = "durable"
+                    ) -> dict[str, Any]:
+    """``runs`` chains of ``steps`` supersteps in ``runs`` threads of one engine."""
+    w = Workload("long", steps, 100)
+    flow = w.flow()
+    with open_home(home, durability=durability) as engine:
+        engine.register(flow)
+        engine.start(flow.name, w.initial(), run_id="warmup")
+        sizes: list[int] = []
+        lock = threading.Lock()
+
+        def count(event: WriteEvent) -> None:
+            if event.kind == "commit" and not event.refused:
+                with lock:
+                    sizes.append(len(event.seqs))
+
+        stop = engine.store.on_commit(count)
+        txns0 = _transactions(engine)
+        errors: list[str] = []
+
+        def one(k: int) -> None:
+            run = engine.start(flow.name, w.initial(), run_id=f"c{k}")
+            if str(run.status) != "DONE" or run.state != w.expected():
+                errors.append(f"run c{k} ended {run.status}")
+
+        threads = [threading.Thread(target=_guarded(one, k, errors), name=f"bench-run-{k}")
+                   for k in range(runs)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(_JOIN)
+        seconds = time.perf_counter() - t0
+        stop()
+        txns = _transactions(engine) - txns0
+    if any(t.is_alive() for t in threads) or errors:
+        raise AssertionError(f"{runs} concurrent runs did not all finish: {errors}")
+    return {"runs": runs, "supersteps": runs * steps, "seconds": seconds,
+            "steps_per_s": runs * steps / seconds, "commits": len(sizes),
+            "transactions": txns, "commits_per_transaction": len(sizes) / max(txns, 1)}
+
+
+def _transactions(engine: Any) -> int:
+    """Write transactions the engine's store committed so far (batches, not callers)."""
+    return int(engine.store.batches)
+
+
+def _guarded(fn: Any, k: int, errors: list[str]) -> Any:
+    def run() -> None:
+        try:
+            fn(k)
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            errors.append(f"run c{k}: {exc!r}")
+
+    return run
+
+
+def runs_table(root: Path, *, steps: int = 200, repeat: int = 3) -> list[dict[str, Any]]:
+    """One row per concurrency in ``RUNS``: medians of ``repeat`` rounds, interleaved."""
+    samples: dict[int, list[dict[str, Any]]] = {n: [] for n in RUNS}
+    for i in range(repeat):
+        for n in RUNS:
+            samples[n].append(concurrent_runs(root / f"runs-{n}-{i}", n, steps))
+    rows = []
+    for n in RUNS:
+        row = dict(samples[n][0])
+        for key in ("seconds", "steps_per_s", "commits_per_transaction"):
+            row[key] = statistics.median(s[key] for s in samples[n])
+        rows.append(row)
+    one = rows[0]["steps_per_s"]
+    for row in rows:
+        row["ratio"] = row["steps_per_s"] / one
+    return rows
+
+
+def fanout_cost(root: Path, *, size: int = 50, repeat: int = 5) -> dict[str, Any]:
+    """ms per superstep of fanout4 and linear (durable default), raw and over memory.
+
+    The two flows run alternately, ``repeat`` times each, so that a change in the
+    disk's flush time (other processes' I/O) hits both alike.
+    """
+    kinds = ("linear", "fanout4")
+    loads = {k: Workload(k, size, 100) for k in kinds}
+    flows = {k: w.flow() for k, w in loads.items()}
+    memory = {k: baseline_seconds(w, repeat) for k, w in loads.items()}
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    txns: dict[str, int] = dict.fromkeys(kinds, 0)
+    with open_home(root / "linear", durability="durable") as a, \
+            open_home(root / "fanout4", durability="durable") as b:
+        engines = {"linear": a, "fanout4": b}
+        for k in kinds:
+            engines[k].register(flows[k])
+            engines[k].start(flows[k].name, loads[k].initial(), run_id="warmup")
+        for i in range(repeat):
+            for k in kinds:
+                before = _transactions(engines[k])
+                t0 = time.perf_counter()
+                engines[k].start(flows[k].name, loads[k].initial(), run_id=f"r{i}")
+                times[k].append(time.perf_counter() - t0)
+                txns[k] += _transactions(engines[k]) - before
+    out: dict[str, Any] = {}
+    for k in kinds:
+        seconds = statistics.median(times[k])
+        out[k] = {"ms_per_superstep": 1000 * seconds / size,
+                  "memory_ms_per_superstep": 1000 * memory[k] / size,
+                  "durable_ms_per_superstep": 1000 * (seconds - memory[k]) / size,
+                  "transactions_per_superstep": txns[k] / (repeat * size)}
+    out["ratio"] = out["fanout4"]["ms_per_superstep"] / out["linear"]["ms_per_superstep"]
+    out["durable_ratio"] = (out["fanout4"]["durable_ms_per_superstep"]
+                            / out["linear"]["durable_ms_per_superstep"])
+    return out
+
+
+def run(root: Path, *, quick: bool) -> dict[str, Any]:
+    """The rows ``bide bench`` shows: concurrent runs, then the fan-out cost."""
+    steps, repeat = (40, 1) if quick else (200, 3)
+    return {"runs": runs_table(root / "runs", steps=steps, repeat=repeat),
+            "fanout": fanout_cost(root / "fanout", size=20 if quick else 50,
+                                  repeat=3 if quick else 5)}
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 13.2's two targets, in ``report.targets``' shape (absent: not measured)."""
+    got = results.get("concurrency")
+    if not got:
+        return []
+    eight = next(r for r in got["runs"] if r["runs"] == RUNS[-1])
+    fan = got["fanout"]
+    return [
+        {"target": f"{RUNS[-1]} concurrent durable runs vs one (steps/s, one process)",
+         "limit": f">= {TARGET_RUNS:g}x", "measured": eight["ratio"],
+         "met": eight["ratio"] >= TARGET_RUNS,
+         "detail": f"{eight['commits_per_transaction']:.1f} commits per transaction"},
+        {"target": "fan-out-4 superstep's durable cost vs a chain superstep's",
+         "limit": f"<= {TARGET_FANOUT:g}x", "measured": fan["durable_ratio"],
+         "met": fan["durable_ratio"] <= TARGET_FANOUT,
+         "detail": f"{fan['fanout4']['transactions_per_superstep']:.2f} vs "
+                   f"{fan['linear']['transactions_per_superstep']:.2f} transactions/superstep"},
+    ]
+
+
+def section(results: dict[str, Any]) -> list[str]:
+    """The lines ``report.render`` prints for these rows (none if not measured)."""
+    got = results.get("concurrency")
+    if not got:
+        return []
+    return ["Many runs at once (durable, threads of one process, one engine; group commit)",
+            render(got["runs"], got["fanout"]), ""]
+
+
+def render(rows: list[dict[str, Any]], fan: dict[str, Any]) -> str:
+    lines = ["runs  supersteps/s  ratio  callers/txn",
+             *(f"{r['runs']:>4}  {r['steps_per_s']:>12.0f}  {r['ratio']:>5.2f}  "
+               f"{r['commits_per_transaction']:>11.2f}" for r in rows)]
+    eight = rows[-1]["ratio"]
+    met = "met" if eight >= TARGET_RUNS else "not met"
+    lines.append(f"8 runs >= {TARGET_RUNS:g}x one run: {met} ({eight:.2f}x)")
+    for kind in ("linear", "fanout4"):
+        f = fan[kind]
+        lines.append(f"{kind:8} {f['ms_per_superstep']:.2f} ms/superstep "
+                     f"(memory {f['memory_ms_per_superstep']:.2f}, durable cost "
+                     f"{f['durable_ms_per_superstep']:.2f}, "
+                     f"{f['transactions_per_superstep']:.2f} transactions/superstep)")
+    met = "met" if fan["durable_ratio"] <= TARGET_FANOUT else "not met"
+    lines.append(f"fanout4 durable cost <= {TARGET_FANOUT:g}x linear: {met} "
+                 f"({fan['durable_ratio']:.2f}x; raw {fan['ratio']:.2f}x)")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bide-conc-") as tmp:
+        rows = runs_table(Path(tmp), steps=args.steps, repeat=args.repeat)
+        fan = fanout_cost(Path(tmp) / "fan", repeat=max(args.repeat, 3))
+    print(render(rows, fan))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Group commit: concurrent writers of one process share one write transaction.
+
+A durable LMDB commit is two flushes whatever it holds, and only one write
+transaction runs at a time. So the threads of a process that commit at once
+(sibling tasks, different runs) queue their requests; the first one in becomes
+the *leader*, takes every request queued so far as one batch and commits it
+with one pair of flushes, while requests arriving meanwhile queue up for the
+next batch. When the batch is durable the leader hands the lead to the oldest
+queued request (its own thread runs the next batch) and returns; the others
+wake with their own outcome. A caller alone is its own leader at once: no
+added wait.
+
+How a batch is run (each request in its own nested transaction, so that one
+refused request never takes the others with it) is the backend's business:
+``GroupCommit`` only queues, elects and hands back outcomes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from .errors import StoreError
+
+T = TypeVar("T")
+_POLL = 1.0  # seconds between checks that the leader's thread is still alive
+
+
+class Request(Generic[T]):
+    """One caller's body and, once its batch is done, its own outcome."""
+
+    __slots__ = ("body", "thread", "result", "exc", "settled", "done", "lead")
+
+    def __init__(self, body: Callable[[Any], T]) -> None:
+        self.body, self.thread = body, threading.current_thread()
+        self.result: T | None = None
+        self.exc: BaseException | None = None
+        self.settled = False  # the backend set an outcome (it may set it again on a retry)
+        self.done = False  # the outcome is final and the caller may read it (queue's lock)
+        self.lead = False  # this request's thread runs the next batch
+
+    def succeed(self, result: T) -> None:
+        self.result, self.exc, self.settled = result, None, True
+
+    def fail(self, exc: BaseException) -> None:
+        self.result, self.exc, self.settled = None, exc, True
+
+    def outcome(self) -> T:
+        if self.exc is not None:
+            raise self.exc
+        return self.result  # type: ignore[return-value]
+
+
+Batch = list[Request[Any]]
+
+
+class GroupCommit:
+    """The leader/follower queue in front of one store's write transactions.
+
+    Args:
+        run_batch: runs a batch in ONE write transaction and settles each request
+            (``succeed`` / ``fail``) before returning; it raises only for what no
+            request's outcome records (an interrupt, a bug).
+        name: what is committed to, named in errors.
+    """
+
+    def __init__(self, run_batch: Callable[[Batch], None], name: str) -> None:
+        self._run_batch, self._name = run_batch, name
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: Batch = []
+        self._leading: threading.Thread | None = None  # whose thread runs (or will run) a batch
+
+    def submit(self, body: Callable[[Any], T]) -> T:
+        """Run ``body(txn)`` in the next batch; return its result once it is durable.
+
+        Raises:
+            Whatever ``body`` raised, or the batch's own failure (``StoreFull``,
+            ``DurabilityLost``...): this request's own exception object, never another's.
+        """
+        request: Request[T] = Request(body)
+        with self._cond:
+            self._queue.append(request)
+            if self._leading is None:  # nobody is committing: lead at once, no wait
+                request.lead, self._leading = True, request.thread
+            while not (request.done or request.lead):
+                self._cond.wait(_POLL)
+                self._check_leader(request)
+            if request.done:
+                return request.outcome()
+            batch, self._queue = self._queue, []
+        self._lead(request, batch)
+        return request.outcome()
+
+    def _lead(self, mine: Request[Any], batch: Batch) -> None:
+        """Run one batch, then settle it and pass the lead on, whatever happened."""
+        try:
+            self._run_batch(batch)
+        except BaseException as exc:  # noqa: BLE001 - every caller of the batch learns of it
+            for request in batch:
+                if not request.settled:
+                    request.fail(exc if request is mine else _unknown(self._name, exc))
+            if mine.exc is not exc:
+                raise  # an interrupt after this thread's own outcome was set still reaches it
+        finally:
+            with self._cond:
+                for request in batch:
+                    request.done = True
+                self._leading = None
+                if self._queue:  # the oldest waiting request's thread runs the next batch
+                    self._queue[0].lead, self._leading = True, self._queue[0].thread
+                self._cond.notify_all()
+
+    def _check_leader(self, request: Request[Any]) -> None:
+        """A follower whose leader's thread is gone without settling it gets an error,
+        not an endless wait (a leader always settles its batch; this is a net)."""
+        leader = self._leading
+        if request.done or request.lead or leader is None or leader.is_alive():
+            return
+        self._queue.remove(request)
+        request.fail(StoreError(f"the thread committing to {self._name} for this request "
+                                "died before it finished; the commit's outcome is unknown"))
+        request.done = True
+
+
+def run_alone(run_batch: Callable[[Batch], None], body: Callable[[Any], T]) -> T:
+    """``body`` as a batch of its own, in this thread, without queueing."""
+    request: Request[T] = Request(body)
+    run_batch([request])
+    return request.outcome()
+
+
+def _unknown(name: str, exc: BaseException) -> StoreError:
+    """What a follower gets when its batch stopped for a reason no outcome records."""
+    error = StoreError(f"the batch committing to {name} with this request stopped "
+                       f"({exc!r}); the commit's outcome is unknown")
+    error.__cause__ = exc
+    return error
