@@ -100,7 +100,7 @@ class NodeContext:
         if req.decision is None:
             if expired(req, scope.clock()):
                 scope.commit([decided(req, "reject", by="bide", reason="expired",
-                                      at=scope.clock())])
+                                      at=scope.clock())], task=self.task_id)
                 return False
             raise Paused(waiting, [])
         return req.decision == "approve"
@@ -290,13 +290,14 @@ class _ToolCall:
             run_id=ctx.run_id, key=self.key, task=ctx.task_id, node=ctx.node, index=self.index,
             tool=self.t.name, args_digest=self.digest, idempotency_key=self.idem,
             attempt=attempt, args_preview=preview, at=self.scope.clock(),
-        )])
+        )], task=ctx.task_id)
         faults.point("after_intent_prepared")
 
     def _complete(self, attempt: int, **fields: Any) -> None:
-        self.scope.commit([IntentCompleted(run_id=self.ctx.run_id, key=self.key, attempt=attempt,
-                                        at=self.scope.clock(), **fields)])
-        faults.point("after_intent_completed")
+        """Hold the outcome: it rides in the task's next commit (engine/held.py)."""
+        self.scope.hold(self.ctx.task_id, IntentCompleted(
+            run_id=self.ctx.run_id, key=self.key, attempt=attempt, at=self.scope.clock(),
+            **fields))
 
 
 def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
