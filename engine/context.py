@@ -23,6 +23,7 @@ from ..formats import (
     pack,
 )
 from ..formats.errors import NotSerializable
+from ..formats.records import compact_digest, idempotency_key
 from . import faults
 from .approvals import (
     APPROVAL_DECISIONS,
@@ -149,11 +150,6 @@ class NodeContext:
 
     def intent_key(self, index: int) -> str:
         return f"{self.task_id}#{index}"
-
-
-def idempotency_key(run_id: str, key: str) -> str:
-    """Stable across re-runs and processes: derived from run id and intent key only."""
-    return "bide-" + hashlib.sha256(f"{run_id}\x00{key}".encode()).hexdigest()[:32]
 
 
 def args_digest(tool: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -286,18 +282,19 @@ class _ToolCall:
         faults.point("before_intent_prepared")
         ctx = self.ctx
         preview = _preview(self.args, self.kwargs)
+        digest = compact_digest(self.digest)
+        assert digest is not None, self.digest  # args_digest always gives sha256: + 32 hex
         self.scope.commit([IntentPrepared(
-            run_id=ctx.run_id, key=self.key, task=ctx.task_id, node=ctx.node, index=self.index,
-            tool=self.t.name, args_digest=self.digest, idempotency_key=self.idem,
-            attempt=attempt, args_preview=preview, at=self.scope.clock(),
+            run_id=ctx.run_id, task=ctx.task_id, index=self.index, tool=self.t.name,
+            digest=digest, attempt=attempt, args_preview=preview, at=self.scope.clock(),
         )], task=ctx.task_id)
         faults.point("after_intent_prepared")
 
     def _complete(self, attempt: int, **fields: Any) -> None:
         """Hold the outcome: it rides in the task's next commit (engine/held.py)."""
         self.scope.hold(self.ctx.task_id, IntentCompleted(
-            run_id=self.ctx.run_id, key=self.key, attempt=attempt, at=self.scope.clock(),
-            **fields))
+            run_id=self.ctx.run_id, task=self.ctx.task_id, index=self.index, attempt=attempt,
+            at=self.scope.clock(), **fields))
 
 
 def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],

@@ -45,7 +45,7 @@ IN_DOUBT = ("prepared", "unknown")
 
 def builtins(record: Record) -> dict[str, Any]:
     """A record as plain JSON-ready data (every field, defaults too), its type tag first."""
-    return {"type": record.TYPE, **plain(record)}
+    return {"type": record.TYPE, **msgspec.to_builtins(record.view())}
 
 
 def plain(struct: msgspec.Struct) -> dict[str, Any]:

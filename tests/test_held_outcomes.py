@@ -23,6 +23,15 @@ def echo(x: str) -> str:
     return x
 
 
+def done(key: str) -> IntentCompleted:
+    task, _, index = key.partition("#")
+    return IntentCompleted(run_id="r", task=task, index=int(index or 0))
+
+
+def prepared(task: str, index: int) -> IntentPrepared:
+    return IntentPrepared(run_id="r", task=task, index=index, tool="echo", digest=bytes(16))
+
+
 def commits_of(engine, fn):
     """The types of the records in each commit ``fn`` makes, in order."""
     seen: list[list[str]] = []
@@ -104,16 +113,15 @@ def test_a_failed_carrying_commit_keeps_the_outcome_for_the_next():
         return list(range(len(records)))
 
     outcomes = held.HeldOutcomes(commit, bound=3600)
-    done = IntentCompleted(run_id="r", key="t#0")
-    outcomes.hold("t", done)
-    prep = IntentPrepared(run_id="r", key="t#1", task="t", node="n", index=1, tool="echo",
-                          args_digest="d", idempotency_key="k")
+    first = done("t#0")
+    outcomes.hold("t", first)
+    prep = prepared("t", 1)
     with pytest.raises(StaleLease):
         outcomes.carry([prep], "t")
     assert outcomes.carry([prep], "t") == [1]  # its own seq, not the rider's
-    assert written == [[done, prep]]
+    assert written == [[first, prep]]
     outcomes.close()
-    assert written == [[done, prep]]
+    assert written == [[first, prep]]
 
 
 def test_another_task_does_not_carry_my_outcome_but_a_run_commit_does():
@@ -124,11 +132,11 @@ def test_another_task_does_not_carry_my_outcome_but_a_run_commit_does():
         return list(range(len(records)))
 
     outcomes = held.HeldOutcomes(commit, bound=3600)
-    mine = IntentCompleted(run_id="r", key="a#0")
+    mine = done("a#0")
     outcomes.hold("a", mine)
-    outcomes.carry([IntentCompleted(run_id="r", key="b#0")], "b")
-    assert written[-1] == [IntentCompleted(run_id="r", key="b#0")]
-    outcomes.carry([IntentCompleted(run_id="r", key="c")])  # task None: the checkpoint
+    outcomes.carry([done("b#0")], "b")
+    assert written[-1] == [done("b#0")]
+    outcomes.carry([done("c")])  # task None: the checkpoint
     assert written[-1][0] == mine
     outcomes.close()
     assert len(written) == 2
@@ -138,10 +146,10 @@ def test_close_flushes_what_is_still_held():
     written: list[list[Record]] = []
     outcomes = held.HeldOutcomes(lambda rs: written.append(list(rs)) or [0] * len(rs),
                                  bound=3600)
-    outcomes.hold("a", IntentCompleted(run_id="r", key="a#0"))
+    outcomes.hold("a", done("a#0"))
     assert written == []
     outcomes.close()
-    assert written == [[IntentCompleted(run_id="r", key="a#0")]]
+    assert written == [[done("a#0")]]
 
 
 @pytest.mark.parametrize("round_", range(50))
@@ -157,13 +165,11 @@ def test_the_flusher_and_the_next_commit_never_write_an_outcome_twice_or_out_of_
         return list(range(len(records)))
 
     outcomes = held.HeldOutcomes(commit, bound=0.0005 * (round_ % 4))
-    outs = [IntentCompleted(run_id="r", key=f"t#{i}") for i in range(5)]
+    outs = [done(f"t#{i}") for i in range(5)]
     for i, out in enumerate(outs):
         outcomes.hold("t", out)
         time.sleep(0.0003 * (round_ % 3))
-        outcomes.carry([IntentPrepared(run_id="r", key=f"t#{i + 1}", task="t", node="n",
-                                       index=i + 1, tool="echo", args_digest="d",
-                                       idempotency_key="k")], "t")
+        outcomes.carry([prepared("t", i + 1)], "t")
     outcomes.close()
     flat = [r for c in written for r in c if isinstance(r, IntentCompleted)]
     assert flat == outs  # each once, in order
