@@ -305,6 +305,7 @@ def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     return fn(*args, **kwargs)
 
 
-def _preview(args: tuple[Any, ...], kwargs: dict[str, Any], limit: int = 200) -> str:
+def _preview(args: tuple[Any, ...], kwargs: dict[str, Any], limit: int = 60) -> str:
+    """What ``bide log`` shows of a call's arguments (it shows 60 characters)."""
     text = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
     return text if len(text) <= limit else text[: limit - 1] + "…"

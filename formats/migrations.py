@@ -55,10 +55,17 @@ def _intent_completed_v1_to_v2(old: dict[str, Any]) -> dict[str, Any]:
     return new
 
 
+def _same_fields(old: dict[str, Any]) -> dict[str, Any]:
+    """v2 only changed the encoding (a map became an array): the fields are the same."""
+    return old
+
+
 MIGRATIONS: dict[tuple[str, int], Migration] = {
     ("status_changed", 1): _status_changed_v1_to_v2,
     ("intent_prepared", 1): _intent_prepared_v1_to_v2,
     ("intent_completed", 1): _intent_completed_v1_to_v2,
+    ("checkpoint", 1): _same_fields,
+    ("pending_write", 1): _same_fields,
 }
 
 
