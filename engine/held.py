@@ -28,6 +28,7 @@ from . import faults
 from .errors import BideError
 
 HOLD_BOUND = 0.002  # seconds a held outcome waits for a commit to ride in
+_POLL_FOR = 0.05  # seconds the flusher polls after a hold before it sleeps until woken
 _WAIT_LIMIT = 60.0  # a flush never takes this long; waiting longer is a bug, not a state
 
 Commit = Callable[[Sequence[Record]], list[int]]
@@ -44,7 +45,11 @@ class HeldOutcomes:
         self._commit = commit
         self._bound = bound
         self._name = name
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # the flusher waits on this
+        self._free = threading.Condition(self._lock)  # a commit waiting for a flush to end
+        self._asleep = False  # the flusher waits for a hold (else it polls or waits for a due)
+        self._last_hold = 0.0
         self._held: dict[str, list[Record]] = {}
         self._due: float | None = None  # monotonic time the oldest held outcome must flush
         self._busy: set[str] = set()  # tasks whose outcomes are in a commit under way
@@ -54,15 +59,17 @@ class HeldOutcomes:
 
     def hold(self, task: str, record: Record) -> None:
         """Keep ``record`` (an outcome) to ride in ``task``'s next commit, or flush it soon."""
-        with self._cond:
+        with self._lock:
             self._held.setdefault(task, []).append(record)
+            self._last_hold = now = time.monotonic()
             if self._due is None:
-                self._due = time.monotonic() + self._bound
+                self._due = now + self._bound
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._flusher, daemon=True,
                                                  name=f"bide-held-{self._name}")
                 self._thread.start()
-            self._cond.notify_all()
+            if self._asleep:  # a polling flusher sees the hold by itself: no wake-up per call
+                self._wake.notify()
         faults.point("outcome_held")
 
     def carry(self, records: Sequence[Record], task: str | None = None) -> list[int]:
@@ -86,9 +93,9 @@ class HeldOutcomes:
 
     def close(self) -> None:
         """The run's worker is done: stop the flusher; commit what is still held."""
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
+            self._wake.notify()
             thread = self._thread
         if thread is not None:
             thread.join(_WAIT_LIMIT)
@@ -108,9 +115,9 @@ class HeldOutcomes:
     def _take(self, task: str | None) -> tuple[list[Record], dict[str, list[Record]]]:
         """Claim ``task``'s held outcomes (every task's if None) once no flush has them."""
         deadline = time.monotonic() + _WAIT_LIMIT
-        with self._cond:
+        with self._lock:
             while self._busy and (task is None or task in self._busy):
-                if not self._cond.wait(deadline - time.monotonic()):
+                if not self._free.wait(deadline - time.monotonic()):
                     raise RuntimeError(f"bide: a flush of {self._name}'s tool outcomes hung")
             names = list(self._held) if task is None else [t for t in (task,) if t in self._held]
             taken = {t: self._held.pop(t) for t in names}
@@ -121,20 +128,22 @@ class HeldOutcomes:
 
     def _put_back(self, taken: dict[str, list[Record]]) -> None:
         """A commit carrying ``taken`` failed: they are held again, ahead of newer ones."""
-        with self._cond:
+        with self._lock:
             for t, recs in taken.items():
                 self._held[t] = recs + self._held.get(t, [])
             if taken and self._due is None:
                 self._due = time.monotonic() + self._bound
             self._busy.difference_update(taken)
-            self._cond.notify_all()
+            self._free.notify_all()
+            self._wake.notify()
 
     def _release(self, taken: dict[str, list[Record]]) -> None:
         if not taken:
             return
-        with self._cond:
+        with self._lock:
             self._busy.difference_update(taken)
-            self._cond.notify_all()
+            self._stuck = False  # a commit went through: the flusher may try again
+            self._free.notify_all()
 
     def _flusher(self) -> None:
         while self._wait_due():
@@ -146,9 +155,9 @@ class HeldOutcomes:
                 self._commit(riders)
             except Exception:  # nobody to raise to in this thread: the outcomes go back
                 # and ride the task's next commit, which raises the error where it is seen
-                self._put_back(taken)
-                with self._cond:
+                with self._lock:
                     self._stuck = True
+                self._put_back(taken)
                 continue
             self._release(taken)
             try:
@@ -157,14 +166,23 @@ class HeldOutcomes:
                 pass
 
     def _wait_due(self) -> bool:
-        """Sleep until held outcomes are due (True) or the worker is done (False)."""
-        with self._cond:
+        """Sleep until held outcomes are due (True) or the worker is done (False).
+
+        While calls keep coming (a hold within ``_POLL_FOR``) the flusher polls
+        every ``bound`` instead of being woken by each hold: a thread wake-up per
+        call cost more than a ``fast`` commit.
+        """
+        with self._lock:
             while not self._closed:
+                now = time.monotonic()
                 if self._due is not None and not self._stuck:
-                    left = self._due - time.monotonic()
-                    if left <= 0:
+                    if now >= self._due:
                         return True
-                    self._cond.wait(left)
+                    self._wake.wait(self._due - now)
+                elif now - self._last_hold < _POLL_FOR:
+                    self._wake.wait(self._bound)
                 else:
-                    self._cond.wait()
+                    self._asleep = True
+                    self._wake.wait()
+                    self._asleep = False
             return False
