@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from . import tool_calls
+
 DEFAULT = "default"
 
 
@@ -62,6 +64,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                        k1000[0]["read_latest_ms"] <= 1.0 if k1000 else None,
                        "" if k1000 else "no K=1000 run (use the full run)"))
     out.extend(_redo_targets(results))
+    out.extend(results.get("tool_calls", {}).get("targets", []))
     return out
 
 
@@ -201,6 +204,8 @@ def render(results: dict[str, Any]) -> str:
     if results.get("peers"):
         parts += ["Side by side with LangGraph (same workloads, same machine, same run)",
                   table(PEER_HEADERS, peer_rows(results)), ""]
+    if results.get("tool_calls"):
+        parts += [tool_calls.render(results["tool_calls"]), ""]
     skipped = results.get("meta", {}).get("peers_skipped")
     if skipped:
         parts += [skipped, ""]

@@ -41,9 +41,10 @@ class HeldOutcomes:
     ``carry`` so held outcomes ride in it.
     """
 
-    def __init__(self, commit: Commit, *, bound: float = HOLD_BOUND, name: str = "run") -> None:
+    def __init__(self, commit: Commit, *, bound: float | None = None, name: str = "run"
+                 ) -> None:
         self._commit = commit
-        self._bound = bound
+        self._bound = HOLD_BOUND if bound is None else bound
         self._name = name
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # the flusher waits on this

@@ -97,6 +97,9 @@ def test_quick_values_are_sane(quick_results: dict) -> None:
             assert r["kills_redo_beyond_one_superstep"] == 0, r
     names = [t["target"] for t in quick_results["targets"]]
     assert len(names) >= 10 and any("LangGraph" in n for n in names)
+    tools = {r["system"]: r for r in quick_results["tool_calls"]["rows"]}
+    assert tools["bide durable"]["commits_per_call"] < 2.5 < 3  # the outcome rides
+    assert any("tool call" in n for n in names)
 
 
 def test_checkpoint_policy_changes_what_is_committed(quick_results: dict) -> None:
