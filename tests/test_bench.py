@@ -77,7 +77,9 @@ def test_quick_covers_every_workload_and_policy(quick_results: dict) -> None:
 def test_quick_values_are_sane(quick_results: dict) -> None:
     for r in quick_results["granularity"]:
         assert r["bytes_committed"] > r["logical_bytes"] > 0, r["label"]
-        assert r["store_growth"] > 0 and r["payload_floor_growth"] > 0
+        # a run committing less than a page of records may fit in pages the warm-up freed
+        assert r["store_growth"] > 0 or r["bytes_committed"] < 4096, r["label"]
+        assert r["store_growth"] >= 0 and r["payload_floor_growth"] > 0
         assert r["commits"] >= 1 and r["commits_per_superstep"] > 0
         durable = r["durability"] == "durable"
         assert (r["flushes_per_superstep"] > 0) == durable

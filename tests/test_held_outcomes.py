@@ -180,3 +180,36 @@ def test_the_flusher_and_the_next_commit_never_write_an_outcome_twice_or_out_of_
                    if any(getattr(r, "key", "") == f"t#{i + 1}" and isinstance(r, IntentPrepared)
                           for r in c))
         assert where <= nxt
+
+
+def test_a_stale_worker_cannot_flush_its_held_outcome(engine):
+    """Another worker took the lease while the node kept working: the flush is refused."""
+    from bide.formats import LeaseAcquired
+
+    refused = []
+    engine.store.on_commit(lambda e: refused.append(e) if e.refused else None)
+
+    @bide.tool
+    def steal(run_id: str) -> str:  # the lease moves on while the call is under way
+        with engine.store.reader() as r:
+            token = r.head(run_id).lease_token
+        engine.store.commit([LeaseAcquired(run_id=run_id, owner="thief", token=token + 1,
+                                           expires_at=time.time() + 3600)])
+        return "x"
+
+    def robbed(state, ctx):
+        result = ctx.tool(steal, ctx.run_id)
+        deadline = time.monotonic() + DEADLINE
+        while not refused and time.monotonic() < deadline:  # the flusher tried, under its token
+            time.sleep(0.001)
+        return {"out": result}
+
+    flow = bide.Flow("robbed")
+    flow.node(robbed, name="act", start=True)
+    engine.register(flow)
+    with pytest.raises(bide.StaleLease):
+        engine.start("robbed", run_id="r")
+    assert refused  # the flush was refused
+    types = [t for _, t, _ in engine.records("r")]
+    assert "intent_completed" not in types and "pending_write" not in types
+    assert [i["status"] for i in engine.intents("r")] == ["prepared"]  # the thief reconciles
