@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import concurrency
+from . import concurrency, tool_calls
 
 DEFAULT = "default"
 
@@ -65,6 +65,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                        "" if k1000 else "no K=1000 run (use the full run)"))
     out.extend(_redo_targets(results))
     out.extend(concurrency.targets(results))
+    out.extend(results.get("tool_calls", {}).get("targets", []))
     return out
 
 
@@ -205,6 +206,8 @@ def render(results: dict[str, Any]) -> str:
         parts += ["Side by side with LangGraph (same workloads, same machine, same run)",
                   table(PEER_HEADERS, peer_rows(results)), ""]
     parts += concurrency.section(results)
+    if results.get("tool_calls"):
+        parts += [tool_calls.render(results["tool_calls"]), ""]
     skipped = results.get("meta", {}).get("peers_skipped")
     if skipped:
         parts += [skipped, ""]

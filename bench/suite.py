@@ -19,7 +19,7 @@ from typing import Any
 
 import lmdb
 
-from . import concurrency, crash, measure, peers, workloads
+from . import concurrency, crash, measure, peers, tool_calls, workloads
 from .policies import POLICIES, BenchPolicy
 from .workloads import Workload
 
@@ -74,7 +74,14 @@ class Plan:
         if self.does_granularity:
             n += len(self.crash) * len(self.policies) * self.kills
         n += len(self.peer_workloads) * len(self.peer_variants())
+        if self.does_tool_calls:
+            n += 1
         return n
+
+    @property
+    def does_tool_calls(self) -> bool:
+        """K sequential tool calls against LangGraph and DBOS (each skipped if missing)."""
+        return self.what in ("peers", "all")
 
 
 def run(plan: Plan, *, home: str | Path | None = None, seed: int = 0, jobs: int = 2,
@@ -100,6 +107,9 @@ def run(plan: Plan, *, home: str | Path | None = None, seed: int = 0, jobs: int 
             out["redo"] = _crashes(plan, root / "crash", seed, jobs, out["granularity"], tick)
         if plan.does_granularity:
             out["concurrency"] = concurrency.run(root / "concurrency", quick=plan.quick)
+        if plan.does_tool_calls:
+            out["tool_calls"] = tool_calls.run(plan.quick, directory=str(root))
+            tick(1)
         if plan.peer_skip and plan.what != "granularity":
             out["meta"]["peers_skipped"] = plan.peer_skip
     finally:

@@ -23,6 +23,7 @@ from ..formats import (
     pack,
 )
 from ..formats.errors import NotSerializable
+from ..formats.records import compact_digest, idempotency_key
 from . import faults
 from .approvals import approval_id, decided, digest_of, same_request
 from .errors import (
@@ -94,7 +95,7 @@ class NodeContext:
         if req.decision is None:
             if expired(req, scope.clock()):
                 scope.commit([decided(req, Decision.REJECT, by="bide", reason="expired",
-                                      at=scope.clock())])
+                                      at=scope.clock())], task=self.task_id)
                 return False
             raise Paused(waiting, [])
         return req.decision == Decision.APPROVE
@@ -143,11 +144,6 @@ class NodeContext:
 
     def intent_key(self, index: int) -> str:
         return f"{self.task_id}#{index}"
-
-
-def idempotency_key(run_id: str, key: str) -> str:
-    """Stable across re-runs and processes: derived from run id and intent key only."""
-    return "bide-" + hashlib.sha256(f"{run_id}\x00{key}".encode()).hexdigest()[:32]
 
 
 def args_digest(tool: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -280,17 +276,19 @@ class _ToolCall:
         faults.point("before_intent_prepared")
         ctx = self.ctx
         preview = _preview(self.args, self.kwargs)
+        digest = compact_digest(self.digest)
+        assert digest is not None, self.digest  # args_digest always gives sha256: + 32 hex
         self.scope.commit([IntentPrepared(
-            run_id=ctx.run_id, key=self.key, task=ctx.task_id, node=ctx.node, index=self.index,
-            tool=self.t.name, args_digest=self.digest, idempotency_key=self.idem,
-            attempt=attempt, args_preview=preview, at=self.scope.clock(),
-        )])
+            run_id=ctx.run_id, task=ctx.task_id, index=self.index, tool=self.t.name,
+            digest=digest, attempt=attempt, args_preview=preview, at=self.scope.clock(),
+        )], task=ctx.task_id)
         faults.point("after_intent_prepared")
 
     def _complete(self, attempt: int, **fields: Any) -> None:
-        self.scope.commit([IntentCompleted(run_id=self.ctx.run_id, key=self.key, attempt=attempt,
-                                        at=self.scope.clock(), **fields)])
-        faults.point("after_intent_completed")
+        """Hold the outcome: it rides in the task's next commit (engine/held.py)."""
+        self.scope.hold(self.ctx.task_id, IntentCompleted(
+            run_id=self.ctx.run_id, task=self.ctx.task_id, index=self.index, attempt=attempt,
+            at=self.scope.clock(), **fields))
 
 
 def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -301,6 +299,7 @@ def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     return fn(*args, **kwargs)
 
 
-def _preview(args: tuple[Any, ...], kwargs: dict[str, Any], limit: int = 200) -> str:
+def _preview(args: tuple[Any, ...], kwargs: dict[str, Any], limit: int = 60) -> str:
+    """What ``bide log`` shows of a call's arguments (it shows 60 characters)."""
     text = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -21,6 +21,7 @@ from .approvals import write_request_file
 from .errors import StaleLease, StoreFull
 from .flow import Flow
 from .full_disk import release_on_full_store
+from .held import HeldOutcomes
 from .offload import off_loop
 from .policy import Policy
 from .state import DEFERRED, Op, fold
@@ -71,8 +72,13 @@ class Execution:
         self.last_committed: list[str] = []
         self.steps_since_cp = 0
         self._stop = threading.Event()
+        self.held = HeldOutcomes(self._fenced, name=run_id)
 
-    def commit(self, records: Sequence[Record]) -> list[int]:
+    def commit(self, records: Sequence[Record], task: str | None = None) -> list[int]:
+        """A fenced commit; held tool outcomes (``task``'s, or all) ride in it."""
+        return self.held.carry(records, task)
+
+    def _fenced(self, records: Sequence[Record]) -> list[int]:
         return self.store.commit(records, fence=(self.run_id, self.token))
 
     # -- the loop ----------------------------------------------------------
@@ -120,6 +126,7 @@ class Execution:
             release_on_full_store(self.store, exc, self.interrupted, lease_ttl=self.lease_ttl)
             raise
         finally:
+            self.held.close()
             self._stop.set()
 
     def _stop_requested(self) -> bool:
@@ -133,7 +140,8 @@ class Execution:
         """What this superstep's tasks and their ctx may use of the run (read-only)."""
         return StepScope(store=self.store, flow=self.flow, policy=self.policy,
                          run_id=self.run_id, token=self.token, superstep=self.superstep,
-                         version=self.version, state=self.state, clock=self.clock)
+                         version=self.version, state=self.state, clock=self.clock,
+                         held=self.held)
 
     def _tasks(self) -> list[tuple[str, str]]:
         return [(f"{self.superstep}:{name}:0", name) for name in self.next]
@@ -193,7 +201,7 @@ class Execution:
                     continue
                 record = PendingWrite(run_id=self.run_id, task=r.task, superstep=self.superstep,
                                       node=r.node, ops=r.ops, at=self.clock())
-                results[i].seq = self.commit([record])[0]
+                results[i].seq = self.commit([record], task=r.task)[0]
                 faults.point("after_pending_write")
 
     def _stopped_by(self, results: list[TaskResult]) -> bool:

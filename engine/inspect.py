@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 def builtins(record: Record) -> dict[str, Any]:
     """A record as plain JSON-ready data (every field, defaults too), its type tag first."""
-    return {"type": record.TYPE, **plain(record)}
+    return {"type": record.TYPE, **msgspec.to_builtins(record.view())}
 
 
 def plain(struct: msgspec.Struct) -> dict[str, Any]:

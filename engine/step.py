@@ -15,6 +15,7 @@ from typing import Any
 
 from ..formats import Record
 from .flow import Flow
+from .held import HeldOutcomes
 from .policy import Policy
 from .store import Reader, Store
 
@@ -32,10 +33,23 @@ class StepScope:
     version: int
     state: Mapping[str, Any]
     clock: Callable[[], float]
+    held: HeldOutcomes | None = None  # the run's tool outcomes waiting to ride a commit
 
-    def commit(self, records: Sequence[Record]) -> list[int]:
-        """Commit ``records`` unless another worker has taken the run's lease since."""
+    def commit(self, records: Sequence[Record], *, task: str | None = None) -> list[int]:
+        """Commit ``records`` unless another worker has taken the run's lease since.
+
+        ``task``'s held tool outcomes (every task's if None) ride in the same transaction.
+        """
+        if self.held is not None:
+            return self.held.carry(records, task)
         return self.store.commit(records, fence=(self.run_id, self.token))
+
+    def hold(self, task: str, record: Record) -> None:
+        """Make a tool's outcome durable with ``task``'s next commit (or alone, soon)."""
+        if self.held is not None:
+            self.held.hold(task, record)
+        else:
+            self.commit([record])
 
     def reader(self) -> AbstractContextManager[Reader]:
         return self.store.reader()

@@ -143,7 +143,7 @@ def _finish(scope: StepScope, left: _Countdown, task: str, name: str, update: An
     if scope.policy.pending_writes and not left.last(task):
         record = PendingWrite(run_id=scope.run_id, task=task, superstep=scope.superstep,
                               node=name, ops=ops, at=scope.clock())
-        seq = scope.commit([record])[0]
+        seq = scope.commit([record], task=task)[0]
         faults.point("after_pending_write")
     return TaskResult(task, name, "ok", ops, seq)
 

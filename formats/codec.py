@@ -81,9 +81,26 @@ def decode(data: bytes, key: object = None) -> Record:
         if version == cls.VERSION:
             return _decoder(cls).decode(body)
         old = _raw.decode(body)
-        return msgspec.convert(upgrade(rtype, version, cls.VERSION, old), cls)
+        return msgspec.convert(_shaped(cls, upgrade(rtype, version, cls.VERSION, old)), cls)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
         raise CorruptRecord(key, f"body does not decode as {rtype} v{version}: {exc}") from exc
+
+
+def _shaped(cls: type[Record], data: dict[str, Any]) -> Any:
+    """An upgraded mapping in the form ``cls`` decodes: a row for an array-like record."""
+    if not cls.__struct_config__.array_like:
+        return data
+    row = []
+    for f in msgspec.structs.fields(cls):
+        if f.name in data:
+            row.append(data[f.name])
+        elif f.default is not msgspec.NODEFAULT:
+            row.append(f.default)
+        elif f.default_factory is not msgspec.NODEFAULT:
+            row.append(f.default_factory())
+        else:
+            raise ValueError(f"the upgraded record has no {f.name!r}")
+    return row
 
 
 def record_type(data: bytes, key: object = None) -> str:

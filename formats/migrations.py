@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .records import compact_digest, idempotency_key, intent_key, node_of, split_intent_key
+
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -24,8 +26,46 @@ def _status_changed_v1_to_v2(old: dict[str, Any]) -> dict[str, Any]:
     return new
 
 
+def _intent_prepared_v1_to_v2(old: dict[str, Any]) -> dict[str, Any]:
+    """v2 derives key, node and idempotency key; keeps a v1 value derivation would change."""
+    new = {k: v for k, v in old.items()
+           if k not in ("key", "node", "idempotency_key", "args_digest")}
+    digest = compact_digest(old.get("args_digest", ""))
+    new["digest"] = b"" if digest is None else digest
+    task, index = old.get("task", ""), old.get("index", 0)
+    key = intent_key(task, index)
+    derived = {"key": key, "node": node_of(task),
+               "idempotency_key": idempotency_key(old.get("run_id", ""), old.get("key", key))}
+    fixups = {name: old[name] for name in derived if name in old and old[name] != derived[name]}
+    if digest is None and "args_digest" in old:
+        fixups["args_digest"] = old["args_digest"]
+    if fixups:
+        new["fixups"] = fixups
+    return new
+
+
+def _intent_completed_v1_to_v2(old: dict[str, Any]) -> dict[str, Any]:
+    """v2 names the intent by task and index; a key not of that form is kept as it was."""
+    new = {k: v for k, v in old.items() if k != "key"}
+    key = old.get("key", "")
+    parts = split_intent_key(key)
+    new["task"], new["index"] = parts if parts is not None else (key, -1)
+    if parts is None:
+        new["fixups"] = {"key": key}
+    return new
+
+
+def _same_fields(old: dict[str, Any]) -> dict[str, Any]:
+    """v2 only changed the encoding (a map became an array): the fields are the same."""
+    return old
+
+
 MIGRATIONS: dict[tuple[str, int], Migration] = {
     ("status_changed", 1): _status_changed_v1_to_v2,
+    ("intent_prepared", 1): _intent_prepared_v1_to_v2,
+    ("intent_completed", 1): _intent_completed_v1_to_v2,
+    ("checkpoint", 1): _same_fields,
+    ("pending_write", 1): _same_fields,
 }
 
 

@@ -7,6 +7,7 @@ class's ``VERSION`` and adds a migration in ``formats/migrations.py``.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, ClassVar
 
 import msgspec
@@ -27,6 +28,10 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     # are lists of ops whose third item is such a value.
     VALUE_FIELDS: ClassVar[tuple[str, ...]] = ()
     OP_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def view(self) -> dict[str, Any]:
+        """The record's fields by name, as a reader sees them (compact ones expand)."""
+        return msgspec.structs.asdict(self)
 
 
 class RunCreated(Record, frozen=True, kw_only=True, omit_defaults=True):
@@ -61,7 +66,7 @@ class StatusChanged(Record, frozen=True, kw_only=True, omit_defaults=True):
     at: float = 0.0
 
 
-class Checkpoint(Record, frozen=True, kw_only=True, omit_defaults=True):
+class Checkpoint(Record, frozen=True, kw_only=True, omit_defaults=True, array_like=True):
     """A consistent cut of a run after ``version`` supersteps.
 
     A full checkpoint carries ``state``; a delta carries ``writes`` (log seqs of
@@ -71,9 +76,13 @@ class Checkpoint(Record, frozen=True, kw_only=True, omit_defaults=True):
     finished last, committed here instead of as its own pending write.
     Pending writes of the superstep to run next are searched from ``scan_from``
     (-1: after this checkpoint; a pause keeps the writes that came before it).
+
+    Version 2 is the same fields as an array (no field names): one is written
+    per superstep, and the names were a third of a small delta's bytes.
     """
 
     TYPE: ClassVar[str] = "checkpoint"
+    VERSION: ClassVar[int] = 2
     VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("state", "waiting")
     OP_FIELDS: ClassVar[tuple[str, ...]] = ("deferred", "ops")
     run_id: str
@@ -97,10 +106,14 @@ class Checkpoint(Record, frozen=True, kw_only=True, omit_defaults=True):
     at: float = 0.0
 
 
-class PendingWrite(Record, frozen=True, kw_only=True, omit_defaults=True):
-    """One task's finished output, durable before its superstep is folded."""
+class PendingWrite(Record, frozen=True, kw_only=True, omit_defaults=True, array_like=True):
+    """One task's finished output, durable before its superstep is folded.
+
+    Version 2 is the same fields as an array (no field names), like ``Checkpoint``.
+    """
 
     TYPE: ClassVar[str] = "pending_write"
+    VERSION: ClassVar[int] = 2
     OP_FIELDS: ClassVar[tuple[str, ...]] = ("ops",)
     run_id: str
     task: str
@@ -110,30 +123,63 @@ class PendingWrite(Record, frozen=True, kw_only=True, omit_defaults=True):
     at: float = 0.0
 
 
-class IntentPrepared(Record, frozen=True, kw_only=True, omit_defaults=True):
-    """A tool call is about to happen (written before the call)."""
+class IntentPrepared(Record, frozen=True, kw_only=True, omit_defaults=True, array_like=True):
+    """A tool call is about to happen (written before the call).
+
+    Version 2 is compact, as it is written once per call: an array, not a map;
+    the intent key, node and idempotency key are derived from ``run_id``,
+    ``task`` and ``index`` instead of stored; the args digest is 16 raw bytes.
+    ``fixups`` keeps any version-1 value that derivation would not give back.
+    """
 
     TYPE: ClassVar[str] = "intent_prepared"
+    VERSION: ClassVar[int] = 2
     run_id: str
-    key: str
     task: str
-    node: str
     index: int
     tool: str
-    args_digest: str
-    idempotency_key: str
+    digest: bytes
     attempt: int = 1
     args_preview: str = ""
     at: float = 0.0
+    fixups: dict[str, str] | None = None
+
+    @property
+    def key(self) -> str:
+        return _fixed(self.fixups, "key") or intent_key(self.task, self.index)
+
+    @property
+    def node(self) -> str:
+        return _fixed(self.fixups, "node") or node_of(self.task)
+
+    @property
+    def idempotency_key(self) -> str:
+        return _fixed(self.fixups, "idempotency_key") or idempotency_key(self.run_id, self.key)
+
+    @property
+    def args_digest(self) -> str:
+        return _fixed(self.fixups, "args_digest") or expand_digest(self.digest)
+
+    def view(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "key": self.key, "task": self.task, "node": self.node,
+                "index": self.index, "tool": self.tool, "args_digest": self.args_digest,
+                "idempotency_key": self.idempotency_key, "attempt": self.attempt,
+                "args_preview": self.args_preview, "at": self.at}
 
 
-class IntentCompleted(Record, frozen=True, kw_only=True, omit_defaults=True):
-    """The outcome of a tool call: a result or an error. ``via`` says who knew."""
+class IntentCompleted(Record, frozen=True, kw_only=True, omit_defaults=True, array_like=True):
+    """The outcome of a tool call: a result or an error. ``via`` says who knew.
+
+    Version 2 is compact (an array; the intent key as ``task`` and ``index``),
+    like ``IntentPrepared`` version 2.
+    """
 
     TYPE: ClassVar[str] = "intent_completed"
+    VERSION: ClassVar[int] = 2
     VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("result",)
     run_id: str
-    key: str
+    task: str
+    index: int
     attempt: int = 1
     ok: bool = True
     result: Any = None
@@ -141,6 +187,63 @@ class IntentCompleted(Record, frozen=True, kw_only=True, omit_defaults=True):
     error_type: str | None = None
     via: str = "call"
     at: float = 0.0
+    fixups: dict[str, str] | None = None
+
+    @property
+    def key(self) -> str:
+        return _fixed(self.fixups, "key") or intent_key(self.task, self.index)
+
+    def view(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "key": self.key, "attempt": self.attempt, "ok": self.ok,
+                "result": self.result, "error": self.error, "error_type": self.error_type,
+                "via": self.via, "at": self.at}
+
+
+def intent_key(task: str, index: int) -> str:
+    """A tool call's key: its task and its index among the task's calls."""
+    return f"{task}#{index}"
+
+
+def split_intent_key(key: str) -> tuple[str, int] | None:
+    """``(task, index)`` of an intent key, or None if it is not of that form."""
+    task, sep, index = key.rpartition("#")
+    if not sep or not index.isdigit() or index != str(int(index)):
+        return None
+    return task, int(index)
+
+
+def node_of(task: str) -> str:
+    """The node of a task id ``superstep:node:fan-out``."""
+    head, sep, _ = task.rpartition(":")
+    return head.partition(":")[2] if sep else ""
+
+
+def idempotency_key(run_id: str, key: str) -> str:
+    """Stable across re-runs and processes: derived from run id and intent key only."""
+    return "bide-" + hashlib.sha256(f"{run_id}\x00{key}".encode()).hexdigest()[:32]
+
+
+_DIGEST_PREFIX = "sha256:"
+
+
+def compact_digest(args_digest: str) -> bytes | None:
+    """``sha256:`` + 32 hex digits as 16 raw bytes; None for a digest of another form."""
+    hexpart = args_digest.removeprefix(_DIGEST_PREFIX)
+    if args_digest.startswith(_DIGEST_PREFIX) and len(hexpart) == 32 and \
+            hexpart == hexpart.lower():
+        try:
+            return bytes.fromhex(hexpart)
+        except ValueError:
+            pass
+    return None
+
+
+def expand_digest(digest: bytes) -> str:
+    return _DIGEST_PREFIX + digest.hex()
+
+
+def _fixed(fixups: dict[str, str] | None, name: str) -> str | None:
+    return None if fixups is None else fixups.get(name)
 
 
 class ApprovalRequested(Record, frozen=True, kw_only=True, omit_defaults=True):

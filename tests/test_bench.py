@@ -77,7 +77,9 @@ def test_quick_covers_every_workload_and_policy(quick_results: dict) -> None:
 def test_quick_values_are_sane(quick_results: dict) -> None:
     for r in quick_results["granularity"]:
         assert r["bytes_committed"] > r["logical_bytes"] > 0, r["label"]
-        assert r["store_growth"] > 0 and r["payload_floor_growth"] > 0
+        # a run committing less than a page of records may fit in pages the warm-up freed
+        assert r["store_growth"] > 0 or r["bytes_committed"] < 4096, r["label"]
+        assert r["store_growth"] >= 0 and r["payload_floor_growth"] > 0
         assert r["commits"] >= 1 and r["commits_per_superstep"] > 0
         durable = r["durability"] == "durable"
         assert (r["flushes_per_superstep"] > 0) == durable
@@ -97,6 +99,9 @@ def test_quick_values_are_sane(quick_results: dict) -> None:
             assert r["kills_redo_beyond_one_superstep"] == 0, r
     names = [t["target"] for t in quick_results["targets"]]
     assert len(names) >= 10 and any("LangGraph" in n for n in names)
+    tools = {r["system"]: r for r in quick_results["tool_calls"]["rows"]}
+    assert tools["bide durable"]["commits_per_call"] < 2.5 < 3  # the outcome rides
+    assert any("tool call" in n for n in names)
 
 
 def test_checkpoint_policy_changes_what_is_committed(quick_results: dict) -> None:

@@ -71,3 +71,59 @@ def test_every_field_of_an_example_is_set_to_a_non_default(tag: str):
 def test_maker_refuses_to_overwrite_without_force(capsys):
     assert MAKER.main([]) == 1
     assert "--force" in capsys.readouterr().err
+
+
+# -- older versions: their golden bytes stay, and must keep decoding ------------------------
+OLD: dict[str, dict] = json.loads((FIXTURES / "golden_records_old.json").read_text())
+# What each old example reads as today; every v1 field survives: derived or kept in fixups.
+UPGRADED = {
+    "intent_prepared@1": {
+        "run_id": "r-1", "key": "6:b:0:0", "task": "6:b:0", "node": "b", "index": 1,
+        "tool": "charge", "args_digest": "d1g", "idempotency_key": "idem-1", "attempt": 2,
+        "args_preview": "charge(10)", "at": 5.5},
+    "intent_completed@1": {
+        "run_id": "r-1", "key": "6:b:0:0", "attempt": 2, "ok": False,
+        "result": EXAMPLES["intent_completed"].result, "error": "declined",
+        "error_type": "CardError", "via": "reconcile", "at": 6.5},
+    # v2 only changed the encoding: v1 decodes to today's example
+    "checkpoint@1": EXAMPLES["checkpoint"].view(),
+    "pending_write@1": EXAMPLES["pending_write"].view(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OLD))
+def test_old_golden_bytes_still_decode_with_every_field(name: str):
+    tag, version = name.split("@")
+    assert OLD[name]["version"] == int(version) < RECORD_TYPES[tag].VERSION
+    record = decode(bytes.fromhex(OLD[name]["hex"]))
+    assert type(record) is RECORD_TYPES[tag]
+    assert record.view() == UPGRADED[name]
+
+
+def test_a_v1_intent_written_by_the_engine_upgrades_without_fixups():
+    """What an older bide really wrote (derivable ids, a sha256 digest) needs no fixups."""
+    from bide.engine.context import args_digest
+    from bide.formats.envelope import frame
+    from bide.formats.records import idempotency_key
+
+    digest = args_digest("send", (1,), {})
+    v1 = {"run_id": "r", "key": "2:act:0#3", "task": "2:act:0", "node": "act", "index": 3,
+          "tool": "send", "args_digest": digest,
+          "idempotency_key": idempotency_key("r", "2:act:0#3"), "at": 1.0}
+    record = decode(frame("intent_prepared", 1, msgspec.msgpack.encode(v1)))
+    assert record.fixups is None and record.view() | {"attempt": 1, "args_preview": ""} == \
+        v1 | {"attempt": 1, "args_preview": ""}
+    done = decode(frame("intent_completed", 1, msgspec.msgpack.encode(
+        {"run_id": "r", "key": "2:act:0#3", "result": 5})))
+    assert (done.task, done.index, done.key, done.fixups) == ("2:act:0", 3, "2:act:0#3", None)
+
+
+def test_compact_intents_are_small():
+    """At 100 B of arguments and 100 B of result, a call's two records stay near the payload."""
+    from bide.formats import IntentCompleted, IntentPrepared
+
+    prepared = IntentPrepared(run_id="run-0001", task="12:act:0", index=0, tool="send",
+                              digest=bytes(16), args_preview=repr("a" * 98), at=1e9)
+    completed = IntentCompleted(run_id="run-0001", task="12:act:0", index=0, result="r" * 100,
+                                at=1e9)
+    assert len(encode(prepared)) + len(encode(completed)) <= 2 * 100 + 150

@@ -7,6 +7,7 @@ import threading
 import bide
 import pytest
 from bide.formats import IntentPrepared
+from bide.formats.records import compact_digest
 
 
 def one_node_flow(name, body):
@@ -157,11 +158,10 @@ def test_reconciler_that_raises_is_unknown_and_its_error_is_kept(engine):
     engine.register(one_node_flow("pay", lambda s, ctx: {"x": ctx.tool(charge, 5)}))
     engine.submit("pay", run_id="rp")
     # an intent with no outcome, as a crash between prepare and complete leaves it
-    from bide.engine.context import args_digest, idempotency_key
+    from bide.engine.context import args_digest
     engine.store.commit([IntentPrepared(
-        run_id="rp", key="0:act:0#0", task="0:act:0", node="act", index=0, tool="charge",
-        args_digest=args_digest("charge", (5,), {}), idempotency_key=idempotency_key("rp",
-                                                                                     "0:act:0#0"))])
+        run_id="rp", task="0:act:0", index=0, tool="charge",
+        digest=compact_digest(args_digest("charge", (5,), {})))])
     run = engine.resume("rp")
     assert run.status == "NEEDS_RECONCILIATION"
     (req,) = engine.pending()

@@ -112,8 +112,13 @@ def test_reconciler_decides_and_nothing_runs_twice(tmp_path, point):
 
 
 def test_negative_control_without_replay_the_effect_repeats(tmp_path):
-    """With intent replay switched off (test-only), a completed call is made again."""
-    crash(tmp_path, "plain", "after_intent_completed", "kill")
+    """With intent replay switched off (test-only), a completed call is made again.
+
+    The node keeps working after its call, so its outcome is committed alone and the
+    crash lands before the node's own output is: the node runs again on resume."""
+    out = app(tmp_path, "plain", "start", "r1", fault="after_intent_completed:1:kill",
+              env={"SLEEP_AFTER_TOOL": "0.3"})
+    assert out.returncode == -9, out.stderr
     out = app(tmp_path, "plain", "resume", "r1", env={"BIDE_TEST_SWITCHES": "no_intent_replay"})
     assert out.returncode == 0, out.stderr
     assert sum(effects(tmp_path).values()) == 2

@@ -51,6 +51,13 @@ flow = bide.Flow("atools")
 
 @flow.node(start=True)
 async def act(state, ctx):
+    result = await _call(ctx)
+    if os.environ.get("SLEEP_AFTER_TOOL"):  # keep working: the outcome is flushed alone
+        await asyncio.sleep(float(os.environ["SLEEP_AFTER_TOOL"]))
+    return result
+
+
+async def _call(ctx):
     if kind == "plain":
         return {"result": await ctx.atool(send_email, "ops@example.com")}
     return {"result": await ctx.atool(git_apply, "p-9")}

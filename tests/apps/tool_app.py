@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import bide
 from bide.bench.crashkit import record_effect
@@ -63,7 +64,10 @@ flow = bide.Flow("tools")
 
 @flow.node(start=True)
 def act(state, ctx):
-    return {"result": CALLS[kind](ctx)}
+    result = CALLS[kind](ctx)
+    if os.environ.get("SLEEP_AFTER_TOOL"):  # keep working: the outcome is flushed alone
+        time.sleep(float(os.environ["SLEEP_AFTER_TOOL"]))
+    return {"result": result}
 
 
 @flow.node(after=["act"])

@@ -13,6 +13,7 @@ crash and it carries the run to the end.
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import bide
 from bide.bench.crashkit import count_effects, record_effect
 from bide.engine.context import idempotency_key
+from bide.engine.held import HOLD_BOUND
 from bide.engine.inbox import drop_decision
 from bide.engine.watcher import Watcher
 from bide.formats import PendingWrite
@@ -73,6 +75,12 @@ def _tools(world: World) -> dict[str, bide.Tool]:
     return {n: make(n, idempotent=n in IDEMPOTENT) for n in RESULTS}
 
 
+def _then_work(result: Any) -> Any:
+    """The node keeps working after its call: the outcome is committed alone (engine/held.py)."""
+    time.sleep(10 * HOLD_BOUND)
+    return result
+
+
 def build_flow(workload: str, world: World) -> bide.Flow:
     """The flow of a workload; each node logs ``node:<name>@<superstep>`` when it runs."""
     tools = _tools(world)
@@ -113,7 +121,7 @@ def build_flow(workload: str, world: World) -> bide.Flow:
             "email": c.tool(tools["send_email"], "ops@example.com", body="disk full"),
             "ticket": c.tool(tools["create_ticket"], "disk full"),
             "patch": c.tool(tools["git_apply"], "p-9")}, start=True)
-        node("other", lambda s, c: {"other": c.tool(tools["create_ticket"], "other")},
+        node("other", lambda s, c: {"other": _then_work(c.tool(tools["create_ticket"], "other"))},
              start=True)
         node("after", lambda s, c: {"done": True}, after=("act", "other"))
     elif workload == "approval":

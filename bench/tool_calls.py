@@ -1,0 +1,300 @@
+"""K sequential tool calls, one per step: bide against LangGraph and DBOS.
+
+Each step calls ``send(i, arg)`` (``ARG`` bytes of argument, ``RESULT`` bytes of
+result) and keeps the last result and a counter in state. bide calls it through
+the intent log (``ctx.tool``, a non-idempotent tool); LangGraph calls it inside a
+node under SqliteSaver (``durability="sync"``); DBOS as a ``@DBOS.step`` of a
+workflow on its SQLite system database. Every row says how long a call took
+(run time / K), the bytes of records each system committed per call, and how
+much its file grew per call. A peer that is not installed is skipped and says so.
+
+Bytes committed: bide, the framed log records the run wrote (``Engine.records``);
+LangGraph, the blob columns SqliteSaver inserted (checkpoints, metadata, writes);
+DBOS, the text of every column of its rows for the workflow (status, inputs,
+step outputs). File growth: LMDB pages used, or the SQLite file after a WAL
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..engine.flow import END, Flow
+from ..engine.runtime import open as open_home
+from ..engine.tools import Tool
+
+ARG = RESULT = 100
+QUICK_K, FULL_K = 20, 200
+INTENT_TYPES = ("intent_prepared", "intent_completed")
+DBOS_TIMEOUT = 600
+TARGET_TIME_RATIO = 0.7  # bide durable per call vs LangGraph+SqliteSaver sync (issue 13.4)
+
+
+def arg(i: int) -> str:
+    return (f"{i:07d}:" + "a" * ARG)[:ARG]
+
+
+def send(i: int, text: str) -> str:
+    """The tool: no external effect here, a result of ``RESULT`` bytes."""
+    return (f"{i:07d}:" + "r" * RESULT)[:RESULT]
+
+
+# -- bide ---------------------------------------------------------------------------------
+def bide_flow(k: int) -> Flow:
+    tool = Tool(send, name="send")
+    flow = Flow("bench-tools")
+
+    def step(state: Any, ctx: Any) -> dict[str, Any]:
+        i = state["count"]
+        return {"last": ctx.tool(tool, i, arg(i)), "count": i + 1}
+
+    flow.node(step, name="step", start=True)
+    flow.route("step", lambda state: END if state["count"] >= k else "step")
+    return flow
+
+
+def measure_bide(k: int, durability: str, *, repeat: int, directory: str | None = None
+                 ) -> dict[str, Any]:
+    times, committed, growth, commits = [], 0, 0, []
+    by_type: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(dir=directory, prefix="bide-tools-") as d:
+        with open_home(Path(d) / "home", durability=durability) as engine:
+            engine.register(bide_flow(k))
+            engine.start("bench-tools", {"count": 0}, run_id="warmup")
+            for n in range(repeat):
+                used0 = engine.store.info()["used_bytes"]
+                seen: list[Any] = []
+                stop = engine.store.on_commit(seen.append)
+                t0 = time.perf_counter()
+                run = engine.start("bench-tools", {"count": 0}, run_id=f"r{n}")
+                times.append(time.perf_counter() - t0)
+                stop()
+                if run.state != {"count": k, "last": send(k - 1, "")}:
+                    raise AssertionError(f"bide tool bench ended with {run.state!r}")
+                if n == 0:
+                    commits = seen
+                    for _, rtype, size in engine.records(f"r{n}"):
+                        by_type[rtype] = by_type.get(rtype, 0) + size
+                    committed = sum(by_type.values())
+                    growth = engine.store.info()["used_bytes"] - used0
+    row = _row(f"bide {durability}", k, statistics.median(times), committed, growth)
+    row["intent_bytes_per_call"] = sum(by_type.get(t, 0) for t in INTENT_TYPES) / k
+    row["commits_per_call"] = sum(1 for e in commits if e.kind == "commit") / k
+    row["bytes_by_type"] = by_type
+    return row
+
+
+# -- LangGraph ----------------------------------------------------------------------------
+def langgraph_skip() -> str | None:
+    try:
+        importlib.import_module("langgraph.graph")
+        importlib.import_module("langgraph.checkpoint.sqlite")
+    except ImportError as exc:
+        return f"LangGraph skipped: {exc.name} is not installed (pip install 'bide[compare]')"
+    return None
+
+
+def measure_langgraph(k: int, *, repeat: int, directory: str | None = None) -> dict[str, Any]:
+    from typing import TypedDict
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END as LG_END
+    from langgraph.graph import START, StateGraph
+
+    from .peers import _sizes
+
+    S = TypedDict("S", {"count": int, "last": str})  # noqa: UP013 - runtime annotations
+    g = StateGraph(S)
+    g.add_node("step", lambda state: {"last": send(state["count"], arg(state["count"])),
+                                      "count": state["count"] + 1})
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda state: LG_END if state["count"] >= k else "step")
+    times, committed, growth = [], 0, 0
+    with tempfile.TemporaryDirectory(dir=directory, prefix="bide-tools-lg-") as d:
+        path = Path(d) / "lg.sqlite"
+        conn = sqlite3.connect(path, check_same_thread=False)
+        graph: Any = g.compile(checkpointer=SqliteSaver(conn))
+
+        def config(thread: str) -> dict[str, Any]:
+            return {"configurable": {"thread_id": thread}, "recursion_limit": k + 20}
+
+        graph.invoke({"count": 0, "last": ""}, config("warmup"), durability="sync")
+        for n in range(repeat):
+            stored0, size0 = _sizes(conn, path)
+            t0 = time.perf_counter()
+            out = graph.invoke({"count": 0, "last": ""}, config(f"t{n}"), durability="sync")
+            times.append(time.perf_counter() - t0)
+            if out != {"count": k, "last": send(k - 1, "")}:
+                raise AssertionError(f"LangGraph tool bench ended with {out!r}")
+            if n == 0:
+                stored1, size1 = _sizes(conn, path)
+                committed, growth = stored1 - stored0, size1 - size0
+        conn.close()
+    return _row("langgraph sqlite-sync", k, statistics.median(times), committed, growth)
+
+
+# -- DBOS ---------------------------------------------------------------------------------
+def dbos_skip() -> str | None:
+    try:
+        importlib.import_module("dbos")
+    except ImportError:
+        return "DBOS skipped: dbos is not installed (pip install dbos)"
+    return None
+
+
+def measure_dbos(k: int, *, repeat: int, directory: str | None = None) -> dict[str, Any]:
+    """DBOS in a process of its own: it is a process-wide singleton with its own threads."""
+    cmd = [sys.executable, "-m", "bide.bench.tool_calls", "dbos", str(k), str(repeat)]
+    if directory is not None:
+        cmd.append(directory)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=DBOS_TIMEOUT)
+    if out.returncode != 0:
+        raise RuntimeError(f"the DBOS tool bench failed: {out.stderr.strip()[-2000:]}")
+    row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return row
+
+
+def _measure_dbos_here(k: int, repeat: int, directory: str | None) -> dict[str, Any]:
+    """DBOS on its SQLite system database (synchronous=FULL, SQLite's default)."""
+    from dbos import DBOS
+
+    times, committed, growth = [], 0, 0
+    with tempfile.TemporaryDirectory(dir=directory, prefix="bide-tools-dbos-") as d:
+        path = Path(d) / "dbos.sqlite"
+        DBOS(config={"name": "bide-bench", "system_database_url": f"sqlite:///{path}",
+                     "log_level": "ERROR"})
+        workflow = _dbos_workflow()
+        DBOS.launch()
+        try:
+            workflow(k)
+            for n in range(repeat):
+                stored0, size0 = _dbos_sizes(path)
+                t0 = time.perf_counter()
+                out = workflow(k)
+                times.append(time.perf_counter() - t0)
+                if out != send(k - 1, ""):
+                    raise AssertionError(f"DBOS tool bench ended with {out!r}")
+                if n == 0:
+                    stored1, size1 = _dbos_sizes(path)
+                    committed, growth = stored1 - stored0, size1 - size0
+        finally:
+            DBOS.destroy(destroy_registry=True)
+    return _row("dbos sqlite", k, statistics.median(times), committed, growth)
+
+
+def _dbos_workflow() -> Callable[[int], str]:
+    from dbos import DBOS
+
+    @DBOS.step()
+    def send_step(i: int, text: str) -> str:
+        return send(i, text)
+
+    @DBOS.workflow()
+    def calls(k: int) -> str:
+        last = ""
+        for i in range(k):
+            last = send_step(i, arg(i))
+        return last
+
+    return calls
+
+
+def _dbos_sizes(path: Path) -> tuple[int, int]:
+    """(text bytes of every row DBOS keeps, the file after a WAL checkpoint)."""
+    conn = sqlite3.connect(path)
+    try:
+        total = 0
+        for (table,) in conn.execute("select name from sqlite_master where type='table'"):
+            cols = [c[1] for c in conn.execute(f'pragma table_info("{table}")')]
+            if not cols:
+                continue
+            lengths = " + ".join(f'coalesce(length("{c}"), 0)' for c in cols)
+            total += conn.execute(f'select coalesce(sum({lengths}), 0) from "{table}"'
+                                  ).fetchone()[0]
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        size = conn.execute("PRAGMA page_count").fetchone()[0] * \
+            conn.execute("PRAGMA page_size").fetchone()[0]
+    finally:
+        conn.close()
+    return int(total), int(size)
+
+
+# -- the section ------------------------------------------------------------------------
+def _row(system: str, k: int, seconds: float, committed: int, growth: int) -> dict[str, Any]:
+    return {"system": system, "calls": k, "arg_bytes": ARG, "result_bytes": RESULT,
+            "ms_per_call": 1000 * seconds / k, "bytes_per_call": committed / k,
+            "growth_per_call": growth / k,
+            "bytes_per_payload_byte": committed / k / (ARG + RESULT)}
+
+
+def run(quick: bool, *, directory: str | None = None) -> dict[str, Any]:
+    """Every system on the same K calls, back to back; rows, skips and targets."""
+    k, repeat = (QUICK_K, 3) if quick else (FULL_K, 5)
+    rows = [measure_bide(k, "durable", repeat=repeat, directory=directory),
+            measure_bide(k, "fast", repeat=repeat, directory=directory)]
+    skipped = []
+    for skip, measure in ((langgraph_skip(), measure_langgraph), (dbos_skip(), measure_dbos)):
+        if skip:
+            skipped.append(skip)
+        else:
+            rows.append(measure(k, repeat=repeat, directory=directory))
+    return {"rows": rows, "skipped": skipped, "targets": targets(rows)}
+
+
+def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Issue 13.4's targets, met or not (None: the peer was not measured)."""
+    by = {r["system"]: r for r in rows}
+    bide = by["bide durable"]
+    lg, dbos = by.get("langgraph sqlite-sync"), by.get("dbos sqlite")
+    limit = 2 * (ARG + RESULT) + 150
+    out = [_target("records per call <= 2x payload + 150 B", f"<= {limit} B",
+                   bide["bytes_per_call"], bide["bytes_per_call"] <= limit,
+                   f"all records (intents + checkpoint); intents alone "
+                   f"{bide['intent_bytes_per_call']:.0f} B")]
+    ratio = bide["ms_per_call"] / lg["ms_per_call"] if lg else None
+    out.append(_target("bide durable time per tool call vs LangGraph+SqliteSaver sync",
+                       f"<= {TARGET_TIME_RATIO}x", ratio,
+                       None if ratio is None else ratio <= TARGET_TIME_RATIO,
+                       f"{bide['commits_per_call']:.2f} durable commits per call"))
+    peers = [p for p in (lg, dbos) if p is not None]
+    fewer = all(bide["bytes_per_call"] < p["bytes_per_call"] for p in peers)
+    out.append(_target("fewer record bytes per tool call than LangGraph and DBOS",
+                       "< both", bide["bytes_per_call"], fewer if len(peers) == 2 else None,
+                       "; ".join(f"{p['system']}: {p['bytes_per_call']:.0f} B" for p in peers)
+                       or "no peer installed"))
+    return out
+
+
+def _target(name: str, limit: str, measured: float | None, met: bool | None, detail: str
+            ) -> dict[str, Any]:
+    return {"target": name, "limit": limit, "measured": measured, "met": met, "detail": detail}
+
+
+def render(section: dict[str, Any]) -> str:
+    lines = [f"Tool calls ({section['rows'][0]['calls']} sequential, {ARG} B args, "
+             f"{RESULT} B result)",
+             f"{'system':<24}{'ms/call':>9}{'B/call':>9}{'growth/call':>13}{'x payload':>11}"]
+    for r in section["rows"]:
+        lines.append(f"{r['system']:<24}{r['ms_per_call']:>9.3f}{r['bytes_per_call']:>9.0f}"
+                     f"{r['growth_per_call']:>13.0f}{r['bytes_per_payload_byte']:>11.2f}")
+    for t in section["targets"]:
+        met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
+        measured = "-" if t["measured"] is None else f"{t['measured']:.2f}"
+        lines.append(f"  {t['target']} ({t['limit']}): {measured} -> {met}")
+    lines.extend(f"  {s}" for s in section["skipped"])
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # the DBOS row, measured in a process of its own
+    _, _, k_arg, repeat_arg, *where = sys.argv
+    print(json.dumps(_measure_dbos_here(int(k_arg), int(repeat_arg), where[0] if where else None)))

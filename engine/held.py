@@ -1,0 +1,189 @@
+"""Tool outcomes that ride in the run's next commit instead of paying for their own.
+
+A tool call used to cost two durable commits of its own (prepared, completed)
+besides the node's. The prepared record must be durable before the call; the
+completion need not have its own: it is held here and committed in the same
+transaction as the task's next commit (its next call's prepare, its pending
+write, or the checkpoint), which in a tool-then-return node follows at once.
+
+The window in which a crash leaves the outcome unknown is what it was: from
+the tool's effect until a commit carrying the outcome is durable. If no commit
+of the task follows within ``HOLD_BOUND`` (the node keeps computing, sleeps,
+blocks), a flusher thread commits the held outcomes alone, under the run's
+fence, so a slow node never keeps an outcome in memory for longer than that.
+
+A commit that carries a task's outcomes waits for a flush of that task's
+outcomes already under way, so a task's output is never durable before the
+outcomes it was computed from.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from ..formats import Record
+from . import faults
+from .errors import BideError
+
+HOLD_BOUND = 0.002  # seconds a held outcome waits for a commit to ride in
+_POLL_FOR = 0.05  # seconds the flusher polls after a hold before it sleeps until woken
+_WAIT_LIMIT = 60.0  # a flush never takes this long; waiting longer is a bug, not a state
+
+Commit = Callable[[Sequence[Record]], list[int]]
+
+
+class HeldOutcomes:
+    """The run's tool outcomes that are not durable yet, by task.
+
+    ``commit`` is the run's fenced commit; every commit of the run goes through
+    ``carry`` so held outcomes ride in it.
+    """
+
+    def __init__(self, commit: Commit, *, bound: float | None = None, name: str = "run"
+                 ) -> None:
+        self._commit = commit
+        self._bound = HOLD_BOUND if bound is None else bound
+        self._name = name
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # the flusher waits on this
+        self._free = threading.Condition(self._lock)  # a commit waiting for a flush to end
+        self._asleep = False  # the flusher waits for a hold (else it polls or waits for a due)
+        self._last_hold = 0.0
+        self._held: dict[str, list[Record]] = {}
+        self._due: float | None = None  # monotonic time the oldest held outcome must flush
+        self._busy: set[str] = set()  # tasks whose outcomes are in a commit under way
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._stuck = False  # a flush failed: leave the outcomes to the task's next commit
+
+    def hold(self, task: str, record: Record) -> None:
+        """Keep ``record`` (an outcome) to ride in ``task``'s next commit, or flush it soon."""
+        with self._lock:
+            self._held.setdefault(task, []).append(record)
+            self._last_hold = now = time.monotonic()
+            if self._due is None:
+                self._due = now + self._bound
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._flusher, daemon=True,
+                                                 name=f"bide-held-{self._name}")
+                self._thread.start()
+            if self._asleep:  # a polling flusher sees the hold by itself: no wake-up per call
+                self._wake.notify()
+        faults.point("outcome_held")
+
+    def carry(self, records: Sequence[Record], task: str | None = None) -> list[int]:
+        """Commit ``records`` with ``task``'s held outcomes (every task's if None).
+
+        Returns the seqs of ``records`` only, in order. If the commit fails, the
+        outcomes stay held for the next one.
+        """
+        riders, taken = self._take(task)
+        try:
+            if riders:
+                faults.point("outcome_rides")
+            seqs = self._commit([*riders, *records])
+        except BaseException:
+            self._put_back(taken)
+            raise
+        self._release(taken)
+        if riders:
+            faults.point("after_intent_completed")
+        return seqs[len(riders):]
+
+    def close(self) -> None:
+        """The run's worker is done: stop the flusher; commit what is still held."""
+        with self._lock:
+            self._closed = True
+            self._wake.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(_WAIT_LIMIT)
+        riders, taken = self._take(None)
+        if not riders:
+            return
+        try:
+            self._commit(riders)
+        except BideError:  # lease lost or store failing: the outcome stays unknown, as a crash
+            pass
+        else:
+            faults.point("after_intent_completed")
+        finally:
+            self._release(taken)
+
+    # -- internals -----------------------------------------------------------
+    def _take(self, task: str | None) -> tuple[list[Record], dict[str, list[Record]]]:
+        """Claim ``task``'s held outcomes (every task's if None) once no flush has them."""
+        deadline = time.monotonic() + _WAIT_LIMIT
+        with self._lock:
+            while self._busy and (task is None or task in self._busy):
+                if not self._free.wait(deadline - time.monotonic()):
+                    raise RuntimeError(f"bide: a flush of {self._name}'s tool outcomes hung")
+            names = list(self._held) if task is None else [t for t in (task,) if t in self._held]
+            taken = {t: self._held.pop(t) for t in names}
+            self._busy.update(taken)
+            if not self._held:
+                self._due = None
+            return [rec for recs in taken.values() for rec in recs], taken
+
+    def _put_back(self, taken: dict[str, list[Record]]) -> None:
+        """A commit carrying ``taken`` failed: they are held again, ahead of newer ones."""
+        with self._lock:
+            for t, recs in taken.items():
+                self._held[t] = recs + self._held.get(t, [])
+            if taken and self._due is None:
+                self._due = time.monotonic() + self._bound
+            self._busy.difference_update(taken)
+            self._free.notify_all()
+            self._wake.notify()
+
+    def _release(self, taken: dict[str, list[Record]]) -> None:
+        if not taken:
+            return
+        with self._lock:
+            self._busy.difference_update(taken)
+            self._stuck = False  # a commit went through: the flusher may try again
+            self._free.notify_all()
+
+    def _flusher(self) -> None:
+        while self._wait_due():
+            riders, taken = self._take(None)
+            if not riders:
+                continue
+            try:
+                faults.point("before_outcome_flush")
+                self._commit(riders)
+            except Exception:  # nobody to raise to in this thread: the outcomes go back
+                # and ride the task's next commit, which raises the error where it is seen
+                with self._lock:
+                    self._stuck = True
+                self._put_back(taken)
+                continue
+            self._release(taken)
+            try:
+                faults.point("after_intent_completed")
+            except faults.InjectedFault:  # "raise" mode: nobody to raise to in this thread
+                pass
+
+    def _wait_due(self) -> bool:
+        """Sleep until held outcomes are due (True) or the worker is done (False).
+
+        While calls keep coming (a hold within ``_POLL_FOR``) the flusher polls
+        every ``bound`` instead of being woken by each hold: a thread wake-up per
+        call cost more than a ``fast`` commit.
+        """
+        with self._lock:
+            while not self._closed:
+                now = time.monotonic()
+                if self._due is not None and not self._stuck:
+                    if now >= self._due:
+                        return True
+                    self._wake.wait(self._due - now)
+                elif now - self._last_hold < _POLL_FOR:
+                    self._wake.wait(self._bound)
+                else:
+                    self._asleep = True
+                    self._wake.wait()
+                    self._asleep = False
+            return False

@@ -1,0 +1,53 @@
+"""``bide bench peers``' tool-call rows: bide's numbers are right, the verdicts follow them."""
+
+from __future__ import annotations
+
+import pytest
+from bide.bench import tool_calls
+from bide.engine import held
+
+K = 6
+
+
+@pytest.fixture
+def bide_row(tmp_path, monkeypatch) -> dict:
+    # a loaded machine may hold a step past 2 ms (its outcome then commits alone): not here
+    monkeypatch.setattr(held, "HOLD_BOUND", 60.0)
+    return tool_calls.measure_bide(K, "fast", repeat=1, directory=str(tmp_path))
+
+
+def test_a_tool_step_costs_two_commits_and_compact_records(bide_row: dict) -> None:
+    # per call: the prepare, and the checkpoint the outcome rides in; plus the run's own
+    # first commit (created + leased), spread over K calls
+    assert bide_row["commits_per_call"] == pytest.approx(2 + 1 / K)
+    assert bide_row["bytes_by_type"]["intent_prepared"] < 150 * K
+    assert bide_row["bytes_by_type"]["intent_completed"] < 175 * K
+    assert bide_row["intent_bytes_per_call"] <= 2 * tool_calls.ARG + 150
+
+
+@pytest.mark.skipif(tool_calls.langgraph_skip() is not None, reason="LangGraph not installed")
+def test_langgraph_runs_the_same_calls(tmp_path) -> None:
+    row = tool_calls.measure_langgraph(K, repeat=1, directory=str(tmp_path))
+    assert row["calls"] == K and row["bytes_per_call"] > tool_calls.ARG
+    assert row["ms_per_call"] > 0
+
+
+def row(system: str, ms: float, size: float) -> dict:
+    return {"system": system, "ms_per_call": ms, "bytes_per_call": size,
+            "intent_bytes_per_call": size / 2, "commits_per_call": 2.0, "calls": K,
+            "growth_per_call": 0, "bytes_per_payload_byte": size / 200}
+
+
+def test_targets_are_met_or_not_by_the_numbers() -> None:
+    met = tool_calls.targets([row("bide durable", 1.0, 400), row("langgraph sqlite-sync", 2.0, 900),
+                              row("dbos sqlite", 3.0, 500)])
+    assert [t["met"] for t in met] == [True, True, True]
+    missed = tool_calls.targets([row("bide durable", 1.5, 600),
+                                 row("langgraph sqlite-sync", 2.0, 900),
+                                 row("dbos sqlite", 3.0, 300)])
+    assert [t["met"] for t in missed] == [False, False, False]
+    alone = tool_calls.targets([row("bide durable", 1.0, 400)])
+    assert [t["met"] for t in alone] == [True, None, None]  # no peer: not measured, not met
+    text = tool_calls.render({"rows": [row("bide durable", 1.0, 400)], "targets": alone,
+                              "skipped": ["DBOS skipped: dbos is not installed"]})
+    assert "not measured" in text and "DBOS skipped" in text
