@@ -20,7 +20,7 @@ from ..formats import (
     check_serializable,
 )
 from ..formats.errors import NotSerializable
-from . import faults, signing
+from . import attention, faults, signing
 from .approvals import check_decision, decided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
@@ -262,21 +262,11 @@ class Engine(Surface):
         return why
 
     def _runnable(self) -> list[RunHead]:
+        """Every run a watcher can advance now; reads only the runs not finished."""
         now = self.clock()
-        out = []
         with self.store.reader() as r:
-            for head in r.heads():
-                if head.flow == "langgraph":
-                    continue  # LangGraph threads are advanced by invoking their graph
-                if head.status in ("PENDING", "INTERRUPTED"):
-                    out.append(head)
-                elif head.status in WAITING_STATUSES:
-                    req = RunView(r, head).awaited_approval()
-                    if req is not None and settled(req, now):
-                        out.append(head)
-                elif head.status == "RUNNING" and not RunView(r, head).lease_live(now):
-                    out.append(head)
-        return out
+            heads = (r.head(run_id) for run_id in attention.run_ids(r))
+            return [h for h in heads if h is not None and RunView(r, h).needs_work(now)]
 
     def _give_up(self, head: RunHead, reason: str) -> RecoveredRun:
         def check(r: Reader) -> None:
