@@ -223,9 +223,9 @@ class Engine(Surface):
         entries.sort(key=lambda pair: pair[0], reverse=True)  # newest first, as runs()
         return RecoverReport(advanced, [entry for _, entry in entries])
 
-    def _recover_one(self, head: RunHead, max_age: float, max_attempts: int
-                     ) -> Run | RecoveredRun:
-        """Advance one run, or say why not."""
+    def _recover_one(self, head: RunHead, max_age: float, max_attempts: int,
+                     resume: Callable[[str], Run] | None = None) -> Run | RecoveredRun:
+        """Advance one run (with ``resume``, ``self.resume`` by default), or say why not."""
         if head.run_id in self.blocked and self.blocked[head.run_id][1] == signature(head):
             return self._left(head, "blocked", self.blocked[head.run_id][0])
         if head.status == "RUNNING":
@@ -235,7 +235,7 @@ class Engine(Surface):
                 return self._give_up(head, f"its worker died {head.attempts} times; "
                                      "not retried")
         try:
-            return self.resume(head.run_id)
+            return (resume or self.resume)(head.run_id)
         except (RunNotResumable, StaleLease) as exc:
             # another worker got there first, or took the run over mid-way: theirs now
             return self._left(head, "skipped", str(exc))
