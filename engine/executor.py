@@ -23,6 +23,7 @@ from .flow import Flow
 from .full_disk import release_on_full_store
 from .offload import off_loop
 from .policy import Policy
+from .renewer import renewer
 from .state import DEFERRED, Op, fold
 from .step import StepScope
 from .store import Store
@@ -69,7 +70,6 @@ class Execution:
         self.committed: list[str] = []
         self.last_committed: list[str] = []
         self.steps_since_cp = 0
-        self._stop = threading.Event()
 
     def commit(self, records: Sequence[Record]) -> list[int]:
         return self.store.commit(records, fence=(self.run_id, self.token))
@@ -104,9 +104,7 @@ class Execution:
         Ctrl-C (KeyboardInterrupt) or a cancelled ``astart``/``aresume`` task
         releases the lease, so any worker can resume at once, and propagates.
         """
-        renewer = threading.Thread(target=self._renew, name=f"bide-lease-{self.run_id}",
-                                   daemon=True)
-        renewer.start()
+        end_renewals = renewer().add(self._renew_once, max(self.lease_ttl / 3, 0.05))
         try:
             yield
         except KeyboardInterrupt:
@@ -119,7 +117,7 @@ class Execution:
             release_on_full_store(self.store, exc, self.interrupted, lease_ttl=self.lease_ttl)
             raise
         finally:
-            self._stop.set()
+            end_renewals()
 
     def _stop_requested(self) -> bool:
         """At a superstep boundary: stop for a shutdown if asked; True if stopped."""
@@ -321,13 +319,7 @@ class Execution:
             return self.policy.full_every
         return max(GEOMETRIC_MIN, self.base_version)
 
-    def _renew(self) -> None:
-        interval = max(self.lease_ttl / 3, 0.05)
-        while not self._stop.wait(interval):
-            try:
-                ok = self.store.renew_lease(self.run_id, self.token, self.clock() + self.lease_ttl)
-            except Exception:  # the store is closing or failed; the next commit will say so
-                return
-            if not ok:
-                return
+    def _renew_once(self) -> bool:
+        """Extend the lease (by the process's renewer); False once it is no longer ours."""
+        return self.store.renew_lease(self.run_id, self.token, self.clock() + self.lease_ttl)
 
