@@ -1,7 +1,8 @@
 """``bide watch``: take decisions from the inbox and keep runs moving, under leases.
 
 Two kinds of thread share the work. The inbox loop (the thread that calls
-``serve``) watches the inbox with watchfiles, records the decisions that land
+``serve``) waits for files to land in the inbox (``inbox_events``: blocked in
+the kernel on Linux, watchfiles elsewhere), records the decisions that land
 (a burst in one commit, see ``inbox``) and rescans for runs that can go on
 (submitted by another process, orphaned, an approval expired) each ``rescan``
 seconds; it never runs a node. It offers those runs to ``workers`` worker
@@ -25,11 +26,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import watchfiles
-
 from . import signing
 from .dispatch import Dispatcher
 from .inbox import FileResult, Inbox
+from .inbox_events import InboxEvents
 from .recovery import RecoveredRun, RecoverReport
 from .run_view import RunView
 from .runs import Run
@@ -57,6 +57,7 @@ class Watcher:
         self.stop = engine.stopping
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._events: InboxEvents | None = None
         if engine.approval_key is None and signing.requirement(engine.home) is not None:
             log(f"{engine.home} requires signed decisions and this watcher has no key: every "
                 "decision file will be refused; start it with --approval-key-file")
@@ -78,17 +79,14 @@ class Watcher:
 
     def serve(self) -> None:
         """Run until SIGINT/SIGTERM (or ``stop`` is set), resuming runs on the workers."""
+        # watching starts before the first listing: a file landing in between is not missed
+        self._events = InboxEvents(self.inbox.dir, self.stop, rescan=self.rescan,
+                                   poll=self.poll)
         self._install_signals()
         self._start()
         try:
             self._tick()
-            for _changes in watchfiles.watch(
-                self.inbox.dir, stop_event=self.stop, force_polling=self.poll, step=10,
-                debounce=100, rust_timeout=int(self.rescan * 1000), yield_on_timeout=True,
-                watch_filter=None, recursive=False, raise_interrupt=False,
-            ):
-                if self.stop.is_set():
-                    break
+            for _landed in self._events:
                 self._tick()
         finally:
             self.stop.set()
@@ -187,6 +185,8 @@ class Watcher:
             self.log(f"signal {signal.Signals(signum).name}: stopping at the next boundary "
                      f"(at most {self.grace:.0f}s)")
             self.stop.set()
+            if self._events is not None:
+                self._events.wake()
             # A node that never returns must not keep the watcher alive: after the grace
             # period leave anyway; its run keeps its lease and is recovered as an orphan.
             timer = threading.Timer(self.grace, self._give_up)
