@@ -15,6 +15,7 @@ import os
 import stat
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,8 +149,11 @@ def _reason_path(moved: Path) -> Path:
 class Inbox:
     """One home's inbox, processed on behalf of one engine."""
 
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
+    def __init__(self, engine: Any,
+                 on_recorded: Callable[[list[str]], None] | None = None) -> None:
+        """``on_recorded(run_ids)``: told right after a commit records decisions for those
+        runs, before their files are moved (a watcher starts resuming them at once)."""
+        self.engine, self.on_recorded = engine, on_recorded
         self.dir = engine.home / "inbox"
         self.work = self.dir / ".work"
         for sub in (self.work, self.dir / "processed", self.dir / "rejected"):
@@ -291,6 +295,9 @@ class Inbox:
                 return {files[0].name: self._settle(files[0].name, str(exc))}
             return {k: v for f in files for k, v in self._record_all([f]).items()}
         faults.point("after_decision_recorded")
+        if self.on_recorded is not None:
+            self.on_recorded(sorted({v[0].run_id for v in verdicts.values()
+                                     if not isinstance(v, str)}))
         out: dict[str, FileResult | None] = {}
         for f in files:
             verdict = verdicts[f.name]

@@ -29,7 +29,7 @@ import watchfiles
 _IN_CLOEXEC, _IN_NONBLOCK = 0o2000000, 0o4000
 _IN_CREATE, _IN_MOVED_TO, _IN_CLOSE_WRITE = 0x100, 0x80, 0x8
 SETTLE = 0.003  # after an event, wait this long for more (a burst lands in one pass)
-DEBOUNCE = 0.1  # but never longer than this after the first
+DEBOUNCE = 0.02  # but never longer than this after the first (a long burst: several passes)
 STOP_SLICE = 0.5  # the longest a stop set without wake() goes unseen
 
 

@@ -53,11 +53,12 @@ class Watcher:
         self.engine, self.poll, self.rescan, self.log = engine, poll, rescan, log
         self.max_orphan_age, self.max_attempts, self.grace = max_orphan_age, max_attempts, grace
         self.dispatcher = Dispatcher(self._advance, workers=workers, limits=limits, log=log)
-        self.inbox = Inbox(engine)
+        self.inbox = Inbox(engine, on_recorded=self._offer_decided)
         self.stop = engine.stopping
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._events: InboxEvents | None = None
+        self._serving = False  # workers started by serve(): the inbox hands them runs
         if engine.approval_key is None and signing.requirement(engine.home) is not None:
             log(f"{engine.home} requires signed decisions and this watcher has no key: every "
                 "decision file will be refused; start it with --approval-key-file")
@@ -84,11 +85,13 @@ class Watcher:
                                    poll=self.poll)
         self._install_signals()
         self._start()
+        self._serving = True
         try:
             self._tick()
             for _landed in self._events:
                 self._tick()
         finally:
+            self._serving = False
             self.stop.set()
             self._finish()
         self.log("watcher stopped; runs left resumable")
@@ -97,16 +100,22 @@ class Watcher:
     def _tick(self) -> None:
         """Record what landed in the inbox; offer the workers every run that can go on."""
         self.engine.store.reader_check()
-        files = self._take_files()
+        self._take_files()
         if self.stop.is_set():
             return
-        decided = {f.run_id for f in files if f.accepted and f.run_id is not None}
-        with self.engine.store.reader() as r:  # the decided runs first: someone waits
-            for run_id in sorted(decided):
-                head = r.head(run_id)
-                if head is not None:
-                    self.dispatcher.offer(run_id, head.flow)
         for head in self.engine._runnable():
+            self.dispatcher.offer(head.run_id, head.flow)
+
+    def _offer_decided(self, run_ids: list[str]) -> None:
+        """Runs whose decisions were just recorded go first (someone waits for them).
+
+        Called by the inbox right after its commit; ``once()`` resumes them itself.
+        """
+        if not self._serving or self.stop.is_set():
+            return
+        with self.engine.store.reader() as r:
+            heads = [h for run_id in run_ids if (h := r.head(run_id)) is not None]
+        for head in heads:
             self.dispatcher.offer(head.run_id, head.flow)
 
     def _take_files(self) -> list[FileResult]:

@@ -142,3 +142,15 @@ def test_a_crash_after_the_burst_commit_leaves_the_files_to_finish_as_duplicates
     results = Inbox(eng).process()
     assert all(f.accepted and f.duplicate for f in results) and len(results) == 3
     assert all(a["decision"] == "approve" for a in _approvals(eng))
+
+
+def test_runs_are_handed_on_right_after_the_commit_before_the_files_move(eng):
+    asks = _paused(eng, 3)
+    for aid in asks.values():
+        drop_decision(eng.home, aid, "approve", by="t")
+    (eng.home / "inbox" / "bad.json").write_bytes(b"{nope")
+    told: list[tuple[list[str], int]] = []
+    inbox = Inbox(eng, on_recorded=lambda ids: told.append(
+        (ids, len(list((eng.home / "inbox" / "processed").iterdir())))))
+    inbox.process()
+    assert told == [(["r0", "r1", "r2"], 0)]  # once, every decided run, nothing moved yet
