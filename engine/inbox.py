@@ -174,7 +174,11 @@ class Inbox:
         its reason and never takes the others down.
         """
         names = sorted(os.listdir(self.work))
-        names += [n for n in self.names() if self._claim(n)]
+        return self._finish(names + [n for n in self.names() if self._claim(n)])
+
+    def _finish(self, names: list[str]) -> list[FileResult]:
+        """Check, record (in one commit) and move claimed files; a file another watcher
+        finished meanwhile is skipped (see ``_check``)."""
         results: dict[str, FileResult | None] = {}
         read: list[_Read] = []
         for name in names:
