@@ -616,6 +616,21 @@ def submit(flow_name: str, home: Path, input_json: str, run_id: str | None,
         click.echo(eng.submit(flow_name, input=data, run_id=run_id))
 
 
+def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+                 ) -> dict[str, int]:
+    """``--limit FLOW=N`` options as ``{flow: n}``; a clear error for a malformed one."""
+    limits: dict[str, int] = {}
+    for text in values:
+        flow, sep, n = text.rpartition("=")
+        if not sep or not flow or not n.strip().isdigit() or int(n) < 1:
+            raise click.BadParameter(f"{text!r} is not FLOW=N with N a whole number of at "
+                                     "least 1 (e.g. --limit triage=2)", param=param)
+        if flow in limits:
+            raise click.BadParameter(f"flow {flow!r} is limited twice", param=param)
+        limits[flow] = int(n)
+    return limits
+
+
 @main.command()
 @click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME", default=".bide",
               show_default=True, help="The bide home directory (created if missing).")
@@ -634,16 +649,24 @@ def submit(flow_name: str, home: Path, input_json: str, run_id: str | None,
                    "requires it of every process.")
 @click.option("--durability", type=click.Choice(["durable", "fast"]), default="durable",
               show_default=True)
+@click.option("--workers", default=Watcher.DEFAULT_WORKERS, show_default=True,
+              type=click.IntRange(min=1), help="Runs resumed at once (worker threads).")
+@click.option("--limit", "limits", multiple=True, metavar="FLOW=N", callback=_flow_limits,
+              help="At most N runs of FLOW at once; repeat for more flows.")
 def watch(home: Path, apps: tuple[str, ...], once: bool, poll: bool, max_orphan_age: str,
           max_attempts: int, lease_ttl: float, approval_key_file: Path | None,
-          durability: str) -> None:
-    """Take decisions from the inbox and resume runs under leases until stopped."""
+          durability: str, workers: int, limits: dict[str, int]) -> None:
+    """Take decisions from the inbox and resume runs under leases until stopped.
+
+    The inbox is served on its own loop while up to --workers runs execute, so a
+    decision for an idle run is acted on while other runs' nodes are busy.
+    """
     key = read_approval_key(approval_key_file) if approval_key_file else None
     with open_home(home, durability=durability, lease_ttl=lease_ttl, approval_key=key) as eng:
         for spec in apps:
             eng.register(*load_flows(spec))
         watcher = Watcher(eng, poll=poll, max_orphan_age=_age_option(max_orphan_age) or 86400,
-                          max_attempts=max_attempts,
+                          max_attempts=max_attempts, workers=workers, limits=limits,
                           log=lambda line: click.echo(f"{time.strftime('%H:%M:%S')} {line}"))
         if once:
             watcher.once()

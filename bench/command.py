@@ -12,7 +12,7 @@ from . import report, suite
 
 
 @click.command("bench")
-@click.argument("what", type=click.Choice(suite.WHAT), default="all")
+@click.argument("what", type=click.Choice((*suite.WHAT, "watch")), default="all")
 @click.option("--quick", is_flag=True, help="Every workload and policy at small size (< 1 min).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every measurement to this file as JSON.")
@@ -32,8 +32,12 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     """Measure checkpoint granularity against write amplification and crash redo.
 
     WHAT is granularity (bide's policies, the raw-LMDB floor, crashes), peers
-    (LangGraph on the same workloads, if installed) or all.
+    (LangGraph on the same workloads, if installed) or all; watch measures the
+    watcher (inbox latency, bursts, idle CPU) on its own.
     """
+    if what == "watch":
+        _watch(quick, json_path, home)
+        return
     if plot_path is not None:
         try:
             import matplotlib  # noqa: F401
@@ -56,3 +60,15 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     if plot_path is not None:
         report.plot(results, str(plot_path))
         click.echo(f"wrote {plot_path}", err=True)
+
+
+def _watch(quick: bool, json_path: Path | None, home: Path | None) -> None:
+    from . import watching
+
+    if home is not None:
+        home.mkdir(parents=True, exist_ok=True)
+    out = watching.run(quick=quick, home=home, say=lambda line: click.echo(line, err=True))
+    click.echo(watching.render(out))
+    if json_path is not None:
+        json_path.write_text(to_json(out, indent=1) + "\n")
+        click.echo(f"wrote {json_path}", err=True)

@@ -24,6 +24,7 @@ from .full_disk import release_on_full_store
 from .held import HeldOutcomes
 from .offload import off_loop
 from .policy import Policy
+from .renewer import renewer
 from .state import DEFERRED, Op, fold
 from .step import StepScope
 from .store import Store
@@ -71,7 +72,6 @@ class Execution:
         self.committed: list[str] = []
         self.last_committed: list[str] = []
         self.steps_since_cp = 0
-        self._stop = threading.Event()
         self.held = HeldOutcomes(self._fenced, name=run_id)
 
     def commit(self, records: Sequence[Record], task: str | None = None) -> list[int]:
@@ -111,9 +111,7 @@ class Execution:
         Ctrl-C (KeyboardInterrupt) or a cancelled ``astart``/``aresume`` task
         releases the lease, so any worker can resume at once, and propagates.
         """
-        renewer = threading.Thread(target=self._renew, name=f"bide-lease-{self.run_id}",
-                                   daemon=True)
-        renewer.start()
+        end_renewals = renewer().add(self._renew_once, max(self.lease_ttl / 3, 0.05))
         try:
             yield
         except KeyboardInterrupt:
@@ -127,7 +125,7 @@ class Execution:
             raise
         finally:
             self.held.close()
-            self._stop.set()
+            end_renewals()
 
     def _stop_requested(self) -> bool:
         """At a superstep boundary: stop for a shutdown if asked; True if stopped."""
@@ -331,13 +329,7 @@ class Execution:
             return self.policy.full_every
         return max(GEOMETRIC_MIN, self.base_version)
 
-    def _renew(self) -> None:
-        interval = max(self.lease_ttl / 3, 0.05)
-        while not self._stop.wait(interval):
-            try:
-                ok = self.store.renew_lease(self.run_id, self.token, self.clock() + self.lease_ttl)
-            except Exception:  # the store is closing or failed; the next commit will say so
-                return
-            if not ok:
-                return
+    def _renew_once(self) -> bool:
+        """Extend the lease (by the process's renewer); False once it is no longer ours."""
+        return self.store.renew_lease(self.run_id, self.token, self.clock() + self.lease_ttl)
 

@@ -15,13 +15,17 @@ import os
 import stat
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from . import faults, signing
 from .approvals import atomic_write_json, check_decision, decided
-from .errors import BideError
+from .errors import BideError, DecisionRefused
+from .index import ApprovalState
 from .permissions import private_dir, trusted_uid
 from .store import Reader
 from .vocabulary import Decision
@@ -41,6 +45,15 @@ class FileResult:
     approval_id: str | None = None
     run_id: str | None = None
     duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A claimed file, read and checked as far as it can be without the store."""
+
+    name: str
+    body: dict[str, Any]
+    content: str  # "sha256:..." of its bytes, recorded with the decision
 
 
 class Refused(Exception):
@@ -137,8 +150,11 @@ def _reason_path(moved: Path) -> Path:
 class Inbox:
     """One home's inbox, processed on behalf of one engine."""
 
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
+    def __init__(self, engine: Any,
+                 on_recorded: Callable[[list[str]], None] | None = None) -> None:
+        """``on_recorded(run_ids)``: told right after a commit records decisions for those
+        runs, before their files are moved (a watcher starts resuming them at once)."""
+        self.engine, self.on_recorded = engine, on_recorded
         self.dir = engine.home / "inbox"
         self.work = self.dir / ".work"
         for sub in (self.work, self.dir / "processed", self.dir / "rejected"):
@@ -151,13 +167,31 @@ class Inbox:
                       and n not in ("processed", "rejected"))
 
     def process(self) -> list[FileResult]:
-        """Take every waiting file (and any a crashed watcher left claimed)."""
-        results = [self._finish(n) for n in sorted(os.listdir(self.work))]
-        for name in self.names():
-            claimed = self._claim(name)
-            if claimed:
-                results.append(self._finish(name))
-        return [r for r in results if r is not None]
+        """Take every waiting file (and any a crashed watcher left claimed).
+
+        The decisions of all the files taken are recorded in ONE store commit (a
+        burst costs one transaction, not one per file), each file checked as if it
+        were recorded alone after the ones before it: a bad file is rejected with
+        its reason and never takes the others down.
+        """
+        names = sorted(os.listdir(self.work))
+        return self._finish(names + [n for n in self.names() if self._claim(n)])
+
+    def _finish(self, names: list[str]) -> list[FileResult]:
+        """Check, record (in one commit) and move claimed files; a file another watcher
+        finished meanwhile is skipped (see ``_check``)."""
+        results: dict[str, FileResult | None] = {}
+        read: list[_Read] = []
+        for name in names:
+            try:
+                read.append(self._check(name))
+            except Refused as exc:
+                results[name] = self._settle(name, str(exc))
+            except FileNotFoundError:  # another watcher moved it out of .work/ first
+                results[name] = None
+        if read:
+            results.update(self._record_all(read))
+        return [r for n in names if (r := results.get(n)) is not None]
 
     def _claim(self, name: str) -> bool:
         try:
@@ -167,24 +201,30 @@ class Inbox:
         faults.point("after_file_claimed")
         return True
 
-    def _finish(self, name: str) -> FileResult | None:
-        """Check, record and move one claimed file; None if another watcher finished it.
+    def _check(self, name: str) -> _Read:
+        """Read a claimed file and check what needs no store: form, signature, owner.
 
-        A claimed file may be finished by two watchers at once (each also takes what a
-        crashed one left in ``.work/``): recording is idempotent, the move is a rename,
-        so the one that finds the file gone leaves it to the other.
+        Raises:
+            Refused: why the file goes to rejected/. FileNotFoundError: another
+                watcher finished it (a claimed file may be finished by two watchers
+                at once, each taking what a crashed one left in ``.work/``).
         """
-        path = self.work / name
+        body, raw, uid = self._read(self.work / name)
+        self._check_owner(uid, self._check_signature(body))
+        return _Read(name, body, "sha256:" + hashlib.sha256(raw).hexdigest())
+
+    def _settle(self, name: str, refused: str | None,
+                result: FileResult | None = None) -> FileResult | None:
+        """Move a file out of ``.work/``: rejected with ``refused``, else processed.
+
+        None if another watcher moved it first (recording is idempotent, the move a
+        rename: the one that finds the file gone leaves it to the other).
+        """
         try:
-            try:
-                body, raw, uid = self._read(path)
-                result = self._record(name, body, raw, uid)
-            except Refused as exc:
-                return self._reject(name, str(exc))
-            except BideError as exc:
-                return self._reject(name, str(exc))
-            self._move(path, self.dir / "processed", name)
-        except FileNotFoundError:  # another watcher moved it out of .work/ first
+            if refused is not None:
+                return self._reject(name, refused)
+            self._move(self.work / name, self.dir / "processed", name)
+        except FileNotFoundError:
             return None
         return result
 
@@ -237,29 +277,71 @@ class Inbox:
             raise Refused(f"owned by uid {uid}, not by the home's owner (uid {owner}); a "
                           "decision file from another user must be signed")
 
-    def _record(self, name: str, body: dict[str, Any], raw: bytes, uid: int) -> FileResult:
-        self._check_owner(uid, self._check_signature(body))
-        aid, decision = body["approval_id"], body["decision"]
+    def _record_all(self, files: list[_Read]) -> dict[str, FileResult | None]:
+        """Record every checked file's decision in one commit, then move each file.
+
+        If the commit itself fails (a full disk...), each file is recorded alone, so
+        each gets the outcome it would have had on its own.
+        """
         now = self.engine.clock()
-        content = "sha256:" + hashlib.sha256(raw).hexdigest()
-        dup = [False]
+        verdicts: dict[str, tuple[ApprovalState, bool] | str] = {}
+        here: dict[str, ApprovalState] = {}  # approvals decided by a file of this commit
 
         def build(r: Reader) -> list[Any]:
+            verdicts.clear()  # a commit may build again (the map grew)
+            here.clear()
+            return [rec for f in files
+                    if (rec := self._decide(r, f, now, verdicts, here)) is not None]
+
+        try:
+            self.engine.store.commit(build)
+        except BideError as exc:
+            if len(files) == 1:  # as a file alone always was: rejected with the reason
+                return {files[0].name: self._settle(files[0].name, str(exc))}
+            return {k: v for f in files for k, v in self._record_all([f]).items()}
+        faults.point("after_decision_recorded")
+        if self.on_recorded is not None:
+            self.on_recorded(sorted({v[0].run_id for v in verdicts.values()
+                                     if not isinstance(v, str)}))
+        out: dict[str, FileResult | None] = {}
+        for f in files:
+            verdict = verdicts[f.name]
+            if isinstance(verdict, str):
+                out[f.name] = self._settle(f.name, verdict)
+                continue
+            req, again = verdict
+            decision = f.body["decision"]
+            out[f.name] = self._settle(f.name, None, FileResult(
+                f.name, True, "duplicate of a recorded decision" if again else
+                f"recorded {decision}", req.approval_id, req.run_id, again))
+        return out
+
+    @staticmethod
+    def _decide(r: Reader, f: _Read, now: float,
+                verdicts: dict[str, tuple[ApprovalState, bool] | str],
+                here: dict[str, ApprovalState]) -> Any:
+        """One file's decision record (None if none), checked against the store and the
+        files before it in the same commit: its verdict, or why not, in ``verdicts``."""
+        body, aid, decision = f.body, f.body["approval_id"], f.body["decision"]
+        try:
             req, again = check_decision(r, aid, decision, now=now, run_id=body.get("run_id"),
                                         digest=body.get("digest"))
-            dup[0] = again
-            if again:
-                return []
-            return [decided(req, decision, by=body.get("by"), reason=body.get("reason"),
-                            result=body.get("result"), file=name, content_digest=content,
-                            at=now)]
-
-        self.engine.store.commit(build)
-        faults.point("after_decision_recorded")
-        with self.engine.store.reader() as r:
-            req = r.approval(aid)
-        return FileResult(name, True, "duplicate of a recorded decision" if dup[0] else
-                          f"recorded {decision}", aid, req.run_id if req else None, dup[0])
+            if aid in here:  # decided by an earlier file of this commit, as if recorded
+                req = here[aid]
+                if req.decision != decision:
+                    raise DecisionRefused(aid, f"already decided {req.decision!r} by "
+                                          f"{req.by or 'someone'}")
+                again = True
+        except BideError as exc:
+            verdicts[f.name] = str(exc)
+            return None
+        verdicts[f.name] = (req, again)
+        if again:
+            return None
+        here[aid] = msgspec.structs.replace(req, decision=decision, by=body.get("by"))
+        return decided(req, decision, by=body.get("by"), reason=body.get("reason"),
+                       result=body.get("result"), file=f.name, content_digest=f.content,
+                       at=now)
 
     def _reject(self, name: str, why: str) -> FileResult:
         moved = self._move(self.work / name, self.dir / "rejected", name)

@@ -27,11 +27,14 @@ from ..formats import (
 )
 from ..formats.envelope import INDEX_MAGIC, frame_index, unframe_index
 from ..formats.errors import CorruptIndex
+from . import attention
+from .attention import ATTENTION
 from .extensions import EXTENSIONS, owner
-from .vocabulary import WAITING, Decision, IntentStatus, Status
+from .vocabulary import FINISHED, WAITING, Decision, IntentStatus, Status
 
 RUNS, RUNLOG, INTENTS, APPROVALS = "runs", "runlog", "intents", "approvals"
-DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS, *(t for ext in EXTENSIONS for t in ext.tables))
+DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS, ATTENTION,
+           *(t for ext in EXTENSIONS for t in ext.tables))
 
 _SEQ = struct.Struct(">Q")
 
@@ -134,7 +137,8 @@ class ApprovalState(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 # Tables of structs, framed with a checksum by ``pack_value`` (store format 2); the run
 # log's type tags (``runlog_value``) and every extension's table values are framed too.
-CHECKSUMMED: dict[str, type] = {RUNS: RunHead, INTENTS: IntentState, APPROVALS: ApprovalState}
+CHECKSUMMED: dict[str, type] = {RUNS: RunHead, INTENTS: IntentState, APPROVALS: ApprovalState,
+                                ATTENTION: attention.Attention}
 _EXTENSION_OF = {table: ext for ext in EXTENSIONS for table in ext.tables}
 FRAMED = (*CHECKSUMMED, RUNLOG, *_EXTENSION_OF)
 
@@ -144,6 +148,7 @@ class Tables(Protocol):
 
     def get(self, table: str, key: bytes) -> bytes | None: ...
     def put(self, table: str, key: bytes, value: bytes) -> None: ...
+    def delete(self, table: str, key: bytes) -> None: ...
 
 
 def runlog_value(rtype: str) -> bytes:
@@ -215,6 +220,7 @@ def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
     head.updated_at = max(head.updated_at, getattr(record, "at", 0.0) or 0.0)
     _fold(tables, head, seq, record)
     tables.put(RUNS, run_id.encode(), pack_value(head))
+    attention.fold(tables, run_id, None if head.status in FINISHED else head.status)
 
 
 def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
@@ -265,7 +271,8 @@ def keys_of(seq: int, record: Record) -> list[tuple[str, bytes]]:
     writes another key must add it here.
     """
     run_id: str = record.run_id  # type: ignore[attr-defined]
-    keys = [(RUNLOG, runlog_key(run_id, seq)), (RUNS, run_id.encode())]
+    keys = [(RUNLOG, runlog_key(run_id, seq)), (RUNS, run_id.encode()),
+            (ATTENTION, run_id.encode())]
     match record:
         case IntentPrepared() | IntentCompleted():
             keys.append((INTENTS, intent_key(run_id, record.key)))

@@ -23,7 +23,8 @@ from typing import Any, NamedTuple, TypeVar
 import lmdb
 
 from ..formats import Record, decode, encode, pack_value, unpack_value
-from . import faults
+from . import attention, faults
+from .attention import ATTENTION
 from .errors import (
     DurabilityLost,
     NewerStore,
@@ -36,6 +37,7 @@ from .group_commit import Batch, GroupCommit, Request, run_alone
 from .index import (
     APPROVALS,
     DERIVED,
+    FINISHED_STATUSES,
     FRAMED,
     INTENTS,
     RUNLOG,
@@ -55,7 +57,9 @@ from .permissions import PRIVATE_FILE, open_private, private_dir
 from .run_view import check_fence
 from .store import LEASES, LOG, Check, Logged, Observed, WriteEvent
 
-STORE_FORMAT = 2  # 2: derived index values carry a checksum (index.with_checksum)
+# 2: derived index values carry a checksum (index.with_checksum);
+# 3: the attention table lists the runs that are not finished (attention.build)
+STORE_FORMAT = 3
 META = "meta"
 _HIGH_WATER = b"deleted_last_seq"  # seqs are never given twice, even after `delete`
 DEFAULT_MAP_SIZE = 64 << 20
@@ -334,6 +338,9 @@ class TxnTables:
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.txn.put(key, value, db=self.dbs[table])
 
+    def delete(self, table: str, key: bytes) -> None:
+        self.txn.delete(key, db=self.dbs[table])
+
 
 def _prefix_end(prefix: bytes) -> bytes | None:
     """The smallest key above every key that starts with ``prefix`` (None: no such key)."""
@@ -537,7 +544,9 @@ class LMDBStore(Observed):
             elif int(raw) > STORE_FORMAT:
                 raise NewerStore(self.path, int(raw), STORE_FORMAT)
             elif int(raw) < STORE_FORMAT:
-                self._add_index_checksums(txn)
+                if int(raw) < 2:
+                    self._add_index_checksums(txn)
+                self._add_attention(txn)
                 txn.put(b"format", str(STORE_FORMAT).encode(), db=self.dbs[META])
 
         with self.reader() as r:  # the common case needs no write lock and no fsync
@@ -556,6 +565,13 @@ class LMDBStore(Observed):
                       if (new := with_checksum(table, key, raw)) is not None]
             for key, new in framed:
                 txn.put(key, new, db=db)
+
+    def _add_attention(self, txn: lmdb.Transaction[bytes]) -> None:
+        """Format 2 -> 3, in the opening transaction: list the runs not finished."""
+        txn.drop(self.dbs[ATTENTION], delete=False)
+        attention.build(TxnTables(txn, self.dbs), txn.cursor(db=self.dbs[RUNS]),
+                        FINISHED_STATUSES,
+                        lambda key, raw: unpack_value(raw, RunHead, table=RUNS, key=key))
 
     # -- reading -----------------------------------------------------------
     @contextmanager

@@ -70,6 +70,9 @@ class MemTables:
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.data[table][key] = value
 
+    def delete(self, table: str, key: bytes) -> None:
+        self.data[table].pop(key, None)
+
 
 # -- problems and reports ---------------------------------------------------------
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from . import faults
 from .errors import StaleLease, UnknownVersion
 from .index import ApprovalState, RunHead
 from .store import Reader
-from .vocabulary import FINISHED, Status
+from .vocabulary import FINISHED, WAITING, Status
 
 Unfolded = dict[str, tuple[int, PendingWrite]]
 
@@ -79,6 +79,23 @@ class RunView:
         """The approval request the run waits for, if it waits for one that exists."""
         aid = (self.head.waiting or {}).get("approval_id")
         return None if aid is None else self.reader.approval(aid)
+
+    # -- whether a watcher has work here -------------------------------------------------
+    def needs_work(self, now: float) -> bool:
+        """Can a watcher advance the run now? Pending or interrupted; waiting on a decision
+        that is settled; or RUNNING with nobody's live lease (an orphan).
+
+        LangGraph threads are advanced by invoking their graph, never by a watcher.
+        """
+        head = self.head
+        if head.flow == "langgraph":
+            return False
+        if head.status in (Status.PENDING, Status.INTERRUPTED):
+            return True
+        if head.status in WAITING:
+            req = self.awaited_approval()
+            return req is not None and settled(req, now)
+        return head.status == Status.RUNNING and not self.lease_live(now)
 
 
 def finished(head: RunHead) -> bool:

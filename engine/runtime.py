@@ -20,7 +20,7 @@ from ..formats import (
     check_serializable,
 )
 from ..formats.errors import NotSerializable
-from . import faults, signing
+from . import attention, faults, signing
 from .approvals import check_decision, decided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
@@ -224,9 +224,9 @@ class Engine(Surface):
         entries.sort(key=lambda pair: pair[0], reverse=True)  # newest first, as runs()
         return RecoverReport(advanced, [entry for _, entry in entries])
 
-    def _recover_one(self, head: RunHead, max_age: float, max_attempts: int
-                     ) -> Run | RecoveredRun:
-        """Advance one run, or say why not."""
+    def _recover_one(self, head: RunHead, max_age: float, max_attempts: int,
+                     resume: Callable[[str], Run] | None = None) -> Run | RecoveredRun:
+        """Advance one run (with ``resume``, ``self.resume`` by default), or say why not."""
         if head.run_id in self.blocked and self.blocked[head.run_id][1] == signature(head):
             return self._left(head, "blocked", self.blocked[head.run_id][0])
         if head.status == Status.RUNNING:
@@ -236,7 +236,7 @@ class Engine(Surface):
                 return self._give_up(head, f"its worker died {head.attempts} times; "
                                      "not retried")
         try:
-            return self.resume(head.run_id)
+            return (resume or self.resume)(head.run_id)
         except (RunNotResumable, StaleLease) as exc:
             # another worker got there first, or took the run over mid-way: theirs now
             return self._left(head, "skipped", str(exc))
@@ -263,21 +263,11 @@ class Engine(Surface):
         return why
 
     def _runnable(self) -> list[RunHead]:
+        """Every run a watcher can advance now; reads only the runs not finished."""
         now = self.clock()
-        out = []
         with self.store.reader() as r:
-            for head in r.heads():
-                if head.flow == "langgraph":
-                    continue  # LangGraph threads are advanced by invoking their graph
-                if head.status in (Status.PENDING, Status.INTERRUPTED):
-                    out.append(head)
-                elif head.status in WAITING:
-                    req = RunView(r, head).awaited_approval()
-                    if req is not None and settled(req, now):
-                        out.append(head)
-                elif head.status == Status.RUNNING and not RunView(r, head).lease_live(now):
-                    out.append(head)
-        return out
+            heads = (r.head(run_id) for run_id in attention.run_ids(r))
+            return [h for h in heads if h is not None and RunView(r, h).needs_work(now)]
 
     def _give_up(self, head: RunHead, reason: str) -> RecoveredRun:
         def check(r: Reader) -> None:

@@ -1,78 +1,186 @@
 """``bide watch``: take decisions from the inbox and keep runs moving, under leases.
 
-At start it takes files already in the inbox and every runnable or orphaned
-run; then it watches the inbox with watchfiles (files present before the
-watch began are caught by a rescan each ``rescan`` seconds, as DESIGN.md
-warns). SIGINT/SIGTERM stop it at the next boundary; runs stay resumable. A run that
-cannot go on for a reason of its own (a renamed node, an unknown flow, a
+Two kinds of thread share the work. The inbox loop (the thread that calls
+``serve``) waits for files to land in the inbox (``inbox_events``: blocked in
+the kernel on Linux, watchfiles elsewhere), records the decisions that land
+(a burst in one commit, see ``inbox``) and rescans for runs that can go on
+(submitted by another process, orphaned, an approval expired) each ``rescan``
+seconds; it never runs a node. It offers those runs to ``workers`` worker
+threads (``dispatch``), which resume them: a decision for an idle run is acted
+on while other runs' nodes are busy. Runs whose flow has async nodes run on one
+event loop the watcher owns, so they share it. A rescan reads only the runs not
+finished (``attention``), so an idle watcher over a long history costs nothing.
+
+SIGINT/SIGTERM stop every worker at its next boundary; runs stay resumable. A
+run that cannot go on for a reason of its own (a renamed node, an unknown flow, a
 corrupt record) is recorded as blocked on that run and logged; the watcher
 keeps serving the others (see ``blocking``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import watchfiles
-
 from . import signing
-from .inbox import Inbox
-from .recovery import RecoverReport
+from .dispatch import Dispatcher
+from .inbox import FileResult, Inbox
+from .inbox_events import InboxEvents
+from .recovery import RecoveredRun, RecoverReport
+from .run_view import RunView
+from .runs import Run
 from .runtime import Engine
+
+DEFAULT_WORKERS = 4
 
 
 class Watcher:
-    """Serve one home: inbox decisions in, runs resumed."""
+    """Serve one home: inbox decisions in, runs resumed by ``workers`` threads at once.
 
-    def __init__(self, engine: Engine, *, poll: bool = False, max_orphan_age: float = 86400.0,
-                 max_attempts: int = 5, rescan: float = 1.0, grace: float = 30.0,
-                 log: Callable[[str], None] = print) -> None:
+    ``limits`` caps how many runs of a flow run at once (``{flow: n}``).
+    """
+
+    DEFAULT_WORKERS = DEFAULT_WORKERS
+
+    def __init__(self, engine: Engine, *, workers: int = DEFAULT_WORKERS,
+                 limits: Mapping[str, int] | None = None, poll: bool = False,
+                 max_orphan_age: float = 86400.0, max_attempts: int = 5, rescan: float = 1.0,
+                 grace: float = 30.0, log: Callable[[str], None] = print) -> None:
         self.engine, self.poll, self.rescan, self.log = engine, poll, rescan, log
         self.max_orphan_age, self.max_attempts, self.grace = max_orphan_age, max_attempts, grace
-        self.inbox = Inbox(engine)
+        self.dispatcher = Dispatcher(self._advance, workers=workers, limits=limits, log=log)
+        self.inbox = Inbox(engine, on_recorded=self._offer_decided)
         self.stop = engine.stopping
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._events: InboxEvents | None = None
+        self._serving = False  # workers started by serve(): the inbox hands them runs
         if engine.approval_key is None and signing.requirement(engine.home) is not None:
             log(f"{engine.home} requires signed decisions and this watcher has no key: every "
                 "decision file will be refused; start it with --approval-key-file")
 
     def once(self) -> dict[str, Any]:
-        """Process the inbox, then advance every run that can go on."""
+        """Process the inbox, then advance every run that can go on, one after another."""
         # A reader slot left by a killed process pins old pages until someone clears it;
         # a long-running watcher may be the only process that has the store open.
         self.engine.store.reader_check()
-        files = self.inbox.process()
-        for f in files:
-            verdict = "accepted" if f.accepted else "rejected"
-            self.log(f"file {verdict}: {f.name} ({f.reason})")
+        files = self._take_files()
         report = RecoverReport() if self.stop.is_set() else self.engine.recover(
             max_age=self.max_orphan_age, max_attempts=self.max_attempts)
         runs = list(report)
         for run in runs:
-            self.log(f"run {run.run_id}: {run.status.value.lower()}"
-                     + (f" (waiting on {run.waiting['approval_id']})" if run.waiting else ""))
+            self._log_run(run)
         for entry in report.blocked:
-            if entry.recorded_now:  # said once, not at every rescan
-                self.log(f"run {entry.run_id}: blocked, recorded on the run; serving the "
-                         f"others: {entry.reason}")
+            self._log_entry(entry)
         return {"files": files, "runs": runs}
 
     def serve(self) -> None:
-        """Run until SIGINT/SIGTERM (or ``stop`` is set)."""
+        """Run until SIGINT/SIGTERM (or ``stop`` is set), resuming runs on the workers."""
+        # watching starts before the first listing: a file landing in between is not missed
+        self._events = InboxEvents(self.inbox.dir, self.stop, rescan=self.rescan,
+                                   poll=self.poll)
         self._install_signals()
-        self.once()
-        for _changes in watchfiles.watch(
-            self.inbox.dir, stop_event=self.stop, force_polling=self.poll, step=10,
-            debounce=100, rust_timeout=int(self.rescan * 1000), yield_on_timeout=True,
-            watch_filter=None, recursive=False, raise_interrupt=False,
-        ):
-            if self.stop.is_set():
-                break
-            self.once()
+        self._start()
+        self._serving = True
+        try:
+            self._tick()
+            for _landed in self._events:
+                self._tick()
+        finally:
+            self._serving = False
+            self.stop.set()
+            self._finish()
         self.log("watcher stopped; runs left resumable")
+
+    # -- the inbox loop -------------------------------------------------------------
+    def _tick(self) -> None:
+        """Record what landed in the inbox; offer the workers every run that can go on."""
+        self.engine.store.reader_check()
+        self._take_files()
+        if self.stop.is_set():
+            return
+        for head in self.engine._runnable():
+            self.dispatcher.offer(head.run_id, head.flow)
+
+    def _offer_decided(self, run_ids: list[str]) -> None:
+        """Runs whose decisions were just recorded go first (someone waits for them).
+
+        Called by the inbox right after its commit; ``once()`` resumes them itself.
+        """
+        if not self._serving or self.stop.is_set():
+            return
+        with self.engine.store.reader() as r:
+            heads = [h for run_id in run_ids if (h := r.head(run_id)) is not None]
+        for head in heads:
+            self.dispatcher.offer(head.run_id, head.flow)
+
+    def _take_files(self) -> list[FileResult]:
+        files = self.inbox.process()
+        for f in files:
+            verdict = "accepted" if f.accepted else "rejected"
+            self.log(f"file {verdict}: {f.name} ({f.reason})")
+        return files
+
+    # -- the workers ----------------------------------------------------------------
+    def _advance(self, run_id: str) -> None:
+        """A worker's job: advance one run if it still can go on (an offer may be old)."""
+        if self.stop.is_set():
+            return  # leave it as it is: taking it now would only mark it interrupted
+        with self.engine.store.reader() as r:
+            head = r.head(run_id)
+            if head is None or not RunView(r, head).needs_work(self.engine.clock()):
+                return
+        resume = self._aresume if self._is_async(head.flow) else None
+        outcome = self.engine._recover_one(head, self.max_orphan_age, self.max_attempts,
+                                           resume=resume)
+        if isinstance(outcome, Run):
+            self._log_run(outcome)
+        else:
+            self._log_entry(outcome)
+
+    def _is_async(self, flow: str) -> bool:
+        found = self.engine.flows.get(flow)
+        return found is not None and any(n.is_async for n in found.nodes.values())
+
+    def _aresume(self, run_id: str) -> Run:
+        """Resume on the watcher's one event loop (async nodes of every run share it)."""
+        assert self._loop is not None  # started by serve() before any worker
+        return asyncio.run_coroutine_threadsafe(self.engine.aresume(run_id), self._loop).result()
+
+    def _start(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._loop_thread = threading.Thread(target=loop.run_forever, name="bide-watch-loop",
+                                             daemon=True)
+        self._loop_thread.start()
+        self.dispatcher.start()
+
+    def _finish(self) -> None:
+        """Wait for the workers to reach their next boundary, then stop the event loop."""
+        if not self.dispatcher.close(timeout=self.grace):
+            self.log(f"workers still busy after {self.grace:.0f}s; leaving their runs to "
+                     "recovery")
+            return
+        if self._loop is not None and self._loop_thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop_thread.join(timeout=self.grace)
+            if not self._loop_thread.is_alive():
+                self._loop.close()
+
+    def _log_run(self, run: Run) -> None:
+        self.log(f"run {run.run_id}: {run.status.value.lower()}"
+                 + (f" (waiting on {run.waiting['approval_id']})" if run.waiting else ""))
+
+    def _log_entry(self, entry: RecoveredRun) -> None:
+        if entry.outcome == "blocked" and entry.recorded_now:  # said once, not every rescan
+            self.log(f"run {entry.run_id}: blocked, recorded on the run; serving the "
+                     f"others: {entry.reason}")
+        elif entry.outcome == "given_up":
+            self.log(f"run {entry.run_id}: failed, not resumed: {entry.reason}")
 
     def _give_up(self) -> None:
         self.log("grace period over; exiting with runs left to recovery")
@@ -86,6 +194,8 @@ class Watcher:
             self.log(f"signal {signal.Signals(signum).name}: stopping at the next boundary "
                      f"(at most {self.grace:.0f}s)")
             self.stop.set()
+            if self._events is not None:
+                self._events.wake()
             # A node that never returns must not keep the watcher alive: after the grace
             # period leave anyway; its run keeps its lease and is recovered as an orphan.
             timer = threading.Timer(self.grace, self._give_up)

@@ -52,6 +52,9 @@ class _MemTables:
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.data[table][key] = value
 
+    def delete(self, table: str, key: bytes) -> None:
+        self.data[table].pop(key, None)
+
 
 def assert_indexes_match_log(store: LMDBStore) -> None:
     """Every derived table equals a replay of the log (what ``bide doctor`` checks)."""

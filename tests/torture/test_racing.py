@@ -62,7 +62,11 @@ def start_watcher(home: Path, log: Path, out: Path, switches: str = "") -> subpr
         return subprocess.Popen(
             [sys.executable, "-m", "bide.cli", "watch", "--home", str(home), "--app",
              "race_app:flow", "--durability", "fast", "--lease-ttl", str(TTL),
-             "--max-attempts", "50"],
+             "--max-attempts", "50",
+             # the race freezes a watcher process (SIGSTOP) to stall ONE run and counts that
+             # run's takeover; with several workers a frozen process would stall its other
+             # runs too, uncounted. Several workers per process: tests/test_watch_kill.py
+             "--workers", "1"],
             env=cli_env(log, switches), stdout=fh, stderr=subprocess.STDOUT)
 
 

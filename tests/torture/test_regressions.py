@@ -59,7 +59,7 @@ def test_a_claimed_file_another_watcher_finished_does_not_crash_the_watcher(tmp_
         first, second = Inbox(eng), Inbox(eng)
         assert first._claim(path.name)
         assert [f.accepted for f in second.process()] == [True]  # took the claimed file
-        assert first._finish(path.name) is None  # gone: finished by the other watcher
+        assert first._finish([path.name]) == []  # gone: finished by the other watcher
         assert first.process() == []
         processed = list((eng.home / "inbox" / "processed").iterdir())
         assert [p.name for p in processed] == [path.name]

@@ -1,0 +1,40 @@
+"""``bide bench watch``: its rows, and the targets it states met or not."""
+
+from __future__ import annotations
+
+import pytest
+from bide.bench import watching
+from bide.bench.command import bench
+from click.testing import CliRunner
+
+
+def test_a_rescan_reads_only_runs_not_finished_and_the_rows_say_so(tmp_path):
+    watching.finished_home(tmp_path / "home", 3000, batch=1000)
+    scans = watching.rescan_ms(tmp_path / "home", repeat=3)
+    assert scans["rescan_ms"] * 20 < scans["full_scan_ms"]  # O(unfinished) vs O(all)
+
+
+def test_targets_are_stated_met_or_not_for_the_default_watcher_only():
+    out = {"latency": [{"workers": 1, "burst": 200, "burst_p50_ms": 400.0,
+                        "burst_last_ms": 900.0, "single_p50_ms": 9.0, "single_max_ms": 12.0},
+                       {"workers": 4, "burst": 200, "burst_p50_ms": 120.0,
+                        "burst_last_ms": 310.0, "single_p50_ms": 9.0, "single_max_ms": 12.0}],
+           "while_busy": [{"busy_runs": 4, "node_s": 3.0, "workers": 8,
+                           "decision_to_running_ms": 20.0, "busy_still_running": 4}],
+           "idle": [{"finished_runs": 100000, "idle_cpu_pct": 0.6, "rescan_ms": 0.01,
+                     "full_scan_ms": 300.0, "full_scan_cpu_pct": 30.0}]}
+    got = {t["name"]: t["met"] for t in watching.targets(out)}
+    assert got == {"burst p50, 200 files, 4 workers": True,
+                   "burst last, 200 files, 4 workers": False,
+                   "a decision for an idle run while others are busy": True,
+                   "idle CPU over 100000 finished runs": False}
+    text = watching.render(out)
+    assert "NOT met: burst last, 200 files, 4 workers <= 300 ms (measured 310.0)" in text
+
+
+@pytest.mark.slow
+def test_bench_watch_quick_runs_every_row(tmp_path):
+    out = tmp_path / "watch.json"
+    result = CliRunner().invoke(bench, ["watch", "--quick", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Idle watcher over finished runs" in result.output and out.exists()
