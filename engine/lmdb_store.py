@@ -22,8 +22,8 @@ from typing import Any, NamedTuple, TypeVar
 
 import lmdb
 
-from ..formats import Record, decode, encode, pack_value, unpack_value
-from . import faults
+from ..formats import Checkpoint, Record, decode, encode, pack_value, unpack_value
+from . import faults, latest
 from .errors import (
     DurabilityLost,
     NewerStore,
@@ -54,7 +54,9 @@ from .permissions import PRIVATE_FILE, open_private, private_dir
 from .run_view import check_fence
 from .store import LEASES, LOG, Check, Logged, Observed, WriteEvent
 
-STORE_FORMAT = 2  # 2: derived index values carry a checksum (index.with_checksum)
+# 2: derived index values carry a checksum (index.with_checksum)
+# 3: the latest-state index (engine/latest.py), built for every run on upgrade
+STORE_FORMAT = 3
 META = "meta"
 _HIGH_WATER = b"deleted_last_seq"  # seqs are never given twice, even after `delete`
 DEFAULT_MAP_SIZE = 64 << 20
@@ -289,6 +291,15 @@ class TxnTables:
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.txn.put(key, value, db=self.dbs[table])
 
+    def delete(self, table: str, key: bytes) -> None:
+        self.txn.delete(key, db=self.dbs[table])
+
+    def record(self, seq: int) -> Record:
+        raw = self.txn.get(seq_key(seq), db=self.dbs[LOG])
+        if raw is None:
+            raise KeyError(f"no log record at seq {seq}")
+        return decode(raw, key=seq)
+
 
 def _prefix_end(prefix: bytes) -> bytes | None:
     """The smallest key above every key that starts with ``prefix`` (None: no such key)."""
@@ -490,7 +501,9 @@ class LMDBStore(Observed):
             elif int(raw) > STORE_FORMAT:
                 raise NewerStore(self.path, int(raw), STORE_FORMAT)
             elif int(raw) < STORE_FORMAT:
-                self._add_index_checksums(txn)
+                if int(raw) < 2:
+                    self._add_index_checksums(txn)
+                self._build_latest_state(txn)
                 txn.put(b"format", str(STORE_FORMAT).encode(), db=self.dbs[META])
 
         with self.reader() as r:  # the common case needs no write lock and no fsync
@@ -509,6 +522,20 @@ class LMDBStore(Observed):
                       if (new := with_checksum(table, key, raw)) is not None]
             for key, new in framed:
                 txn.put(key, new, db=db)
+
+    def _build_latest_state(self, txn: lmdb.Transaction[bytes]) -> None:
+        """Format 2 -> 3, in the opening transaction: fold each run's checkpoints from
+        its newest full one into the latest-state index (what a rebuild would write)."""
+        reader, tables = LMDBReader(txn, self.dbs), TxnTables(txn, self.dbs)
+        txn.drop(self.dbs[latest.STATE], delete=False)
+        for head in list(reader.heads()):
+            if head.base < 0:
+                continue
+            for seq, rtype in list(reader.run_entries(head.run_id, head.base)):
+                if rtype == "checkpoint" and seq <= head.checkpoint:
+                    cp = reader.record(seq)
+                    assert isinstance(cp, Checkpoint)
+                    latest.fold(tables, seq, cp)
 
     # -- reading -----------------------------------------------------------
     @contextmanager
@@ -606,6 +633,8 @@ class LMDBStore(Observed):
             raw = reader.raw(seq)
             if raw is not None and seq not in items:
                 items[seq] = (len(raw), decode(raw, key=seq))
+        for key in latest.keys_of_run(reader, run_id):
+            reader.txn.delete(key, db=self.dbs[latest.STATE])
         for seq, (_, record) in items.items():
             for table, key in keys_of(seq, record):
                 reader.txn.delete(key, db=self.dbs[table])
