@@ -32,11 +32,11 @@ from .keys import run_prefix as run_prefix
 from .keys import runlog_key as runlog_key
 from .keys import seq_key as seq_key
 from .keys import seq_of as seq_of
-from .latest import STATE
+from .latest import SEGMENTS, STATE
 from .latest import fold as fold_latest
 
 RUNS, RUNLOG, INTENTS, APPROVALS = "runs", "runlog", "intents", "approvals"
-DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS, STATE,
+DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS, STATE, SEGMENTS,
            *(t for ext in EXTENSIONS for t in ext.tables))
 WAITING_STATUSES = ("WAITING_APPROVAL", "NEEDS_RECONCILIATION")
 FINISHED_STATUSES = ("DONE", "FAILED", "CANCELLED")
@@ -121,7 +121,7 @@ class ApprovalState(msgspec.Struct, kw_only=True, omit_defaults=True):
 # log's type tags (``runlog_value``) and every extension's table values are framed too.
 CHECKSUMMED: dict[str, type] = {RUNS: RunHead, INTENTS: IntentState, APPROVALS: ApprovalState}
 _EXTENSION_OF = {table: ext for ext in EXTENSIONS for table in ext.tables}
-FRAMED = (*CHECKSUMMED, RUNLOG, STATE, *_EXTENSION_OF)
+FRAMED = (*CHECKSUMMED, RUNLOG, STATE, SEGMENTS, *_EXTENSION_OF)
 
 
 class Tables(Protocol):

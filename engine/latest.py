@@ -11,18 +11,24 @@ Its bytes are a function of the state alone (never of the history that made
 it), so a fold, a rebuild and the format upgrade all write the same bytes.
 With ``P = run ␀`` and ``N = len(name) (2 bytes, big-endian) name``::
 
-    P                  -> {"at": checkpoint seq, "keys": {name: None | [closed, tail]}}
-    P N                -> the value of a key that is not a list
-    P N start(4)       -> a segment of a list: the items of closed chunks start..
-    P N ff ff ff ff    -> the list's open tail chunk (absent when empty)
+    state           P               -> {"at": checkpoint seq, "keys": {name: None | [closed, tail]}}
+    state           P N             -> the value of a key that is not a list
+    state           P N ff ff ff ff -> a list's open tail chunk (absent when empty)
+    state_segments  P N c index(4)  -> a closed chunk of a list
+    state_segments  P N g first(4)  -> the items of chunks first .. first+SEGMENT_CHUNKS-1
+
+Two tables, so a store can keep what every step rewrites (``state``: small) apart
+from what changes only when a chunk closes (``state_segments``: large).
 
 A list is cut into chunks greedily, item by item: a chunk closes once its
 items' encoded bytes reach ``CHUNK_BYTES`` (``tail`` counts the open one's).
-Closed chunks are kept in segments sized like the binary digits of their
-count (up to ``SEGMENT_CHUNKS`` chunks each), so a list of n chunks is read in
-O(n / SEGMENT_CHUNKS + log n) values, an append rewrites the small tail, and a
-chunk closing merges segments the way a binary counter carries (each item is
-rewritten O(log SEGMENT_CHUNKS) times over the run's life, never the whole list).
+Each closed chunk is kept, and each full group of ``SEGMENT_CHUNKS`` of them is
+kept once more as one value. An append rewrites only the small tail; a read
+takes O(n / SEGMENT_CHUNKS + SEGMENT_CHUNKS) values for n chunks. The chunks a
+group covers stay (the index holds a list about twice): deleting many keys in
+one commit made LMDB write several times the pages at every later commit
+(measured: 28 pages a step instead of 11 at K = 1,000, bench/physical.py).
+Every value but the groups fits in an LMDB page; a group is written once.
 """
 
 from __future__ import annotations
@@ -37,11 +43,12 @@ from ..formats import Checkpoint, PendingWrite, Record, check_serializable, pack
 from ..formats.errors import CorruptIndex
 from .keys import run_prefix
 
-STATE = "state"
+STATE, SEGMENTS = "state", "state_segments"  # hot entries (every step), closed segments
 CHUNK_BYTES = 1024
 SEGMENT_CHUNKS = 64
 DEFERRED = -1  # in Checkpoint.writes: the checkpoint's own ``deferred`` ops
 Op = tuple[str, str, Any]
+Entry = tuple[str, bytes]  # (table, key)
 _LEN, _START = struct.Struct(">H"), struct.Struct(">I")
 _TAIL = b"\xff\xff\xff\xff"
 
@@ -75,24 +82,23 @@ def value_key(run_id: str, name: str) -> bytes:
     return run_prefix(run_id) + _LEN.pack(len(raw)) + raw
 
 
-def segments(closed: int) -> list[tuple[int, int]]:
-    """``(first chunk, chunks)`` of each segment holding ``closed`` closed chunks, in order."""
+def _chunk(run_id: str, name: str, index: int) -> Entry:
+    return SEGMENTS, value_key(run_id, name) + b"c" + _START.pack(index)
+
+
+def _group(run_id: str, name: str, first: int) -> Entry:
+    return SEGMENTS, value_key(run_id, name) + b"g" + _START.pack(first)
+
+
+def _read_keys(run_id: str, name: str, closed: int) -> list[Entry]:
+    """What a read takes: each full group of chunks as one value, then the chunks after."""
     full = closed // SEGMENT_CHUNKS * SEGMENT_CHUNKS
-    out = [(s, SEGMENT_CHUNKS) for s in range(0, full, SEGMENT_CHUNKS)]
-    start, rest = full, closed - full
-    for bit in reversed(range(SEGMENT_CHUNKS.bit_length())):
-        if rest & (1 << bit):
-            out.append((start, 1 << bit))
-            start += 1 << bit
-    return out
+    return ([_group(run_id, name, s) for s in range(0, full, SEGMENT_CHUNKS)]
+            + [_chunk(run_id, name, i) for i in range(full, closed)])
 
 
-def _segment_key(run_id: str, name: str, start: int) -> bytes:
-    return value_key(run_id, name) + _START.pack(start)
-
-
-def _tail_key(run_id: str, name: str) -> bytes:
-    return value_key(run_id, name) + _TAIL
+def _tail(run_id: str, name: str) -> Entry:
+    return STATE, value_key(run_id, name) + _TAIL
 
 
 def load_directory(tables: Getter, run_id: str) -> Directory | None:
@@ -101,24 +107,27 @@ def load_directory(tables: Getter, run_id: str) -> Directory | None:
     return None if raw is None else unpack_value(raw, Directory, table=STATE, key=key)
 
 
-def keys_of_run(tables: Getter, run_id: str) -> list[bytes]:
-    """Every key this table holds for ``run_id`` (retention clears them before a refold)."""
+def keys_of_run(tables: Getter, run_id: str) -> list[Entry]:
+    """Every ``(table, key)`` held for ``run_id`` (retention clears them before a refold)."""
     found = load_directory(tables, run_id)
     return [] if found is None else _keys_in(run_id, found)
 
 
-def _keys_in(run_id: str, found: Directory) -> list[bytes]:
-    keys = [directory_key(run_id)]
+def _keys_in(run_id: str, found: Directory) -> list[Entry]:
+    keys = [(STATE, directory_key(run_id))]
     for name, spec in found.keys.items():
         keys += _entry_keys(run_id, name, spec)
     return keys
 
 
-def _entry_keys(run_id: str, name: str, spec: list[int] | None) -> list[bytes]:
+def _entry_keys(run_id: str, name: str, spec: list[int] | None) -> list[Entry]:
     if spec is None:
-        return [value_key(run_id, name)]
-    keys = [_segment_key(run_id, name, s) for s, _ in segments(spec[0])]
-    return keys + ([_tail_key(run_id, name)] if spec[1] else [])
+        return [(STATE, value_key(run_id, name))]
+    closed, tail = spec
+    keys = [_chunk(run_id, name, i) for i in range(closed)]
+    keys += [_group(run_id, name, s) for s in range(0, closed - SEGMENT_CHUNKS + 1,
+                                                    SEGMENT_CHUNKS)]
+    return keys + ([_tail(run_id, name)] if tail else [])
 
 
 # -- reading --------------------------------------------------------------------------
@@ -136,18 +145,21 @@ def read(tables: Getter, run_id: str, seq: int) -> dict[str, Any] | None:
 
 def _value(tables: Getter, run_id: str, name: str, spec: list[int] | None) -> Any:
     if spec is None:
-        return _get(tables, value_key(run_id, name))
+        return _get(tables, (STATE, value_key(run_id, name)))
     items: list[Any] = []
-    for key in _entry_keys(run_id, name, spec):
-        items.extend(_get(tables, key))
+    for entry in _read_keys(run_id, name, spec[0]):
+        items.extend(_get(tables, entry))
+    if spec[1]:
+        items.extend(_get(tables, _tail(run_id, name)))
     return items
 
 
-def _get(tables: Getter, key: bytes) -> Any:
-    raw = tables.get(STATE, key)
+def _get(tables: Getter, entry: Entry) -> Any:
+    table, key = entry
+    raw = tables.get(table, key)
     if raw is None:  # the directory names it: a missing entry is damage (doctor says so too)
-        raise CorruptIndex(STATE, key, "named by the run's state directory but missing")
-    return unpack_value(raw, table=STATE, key=key)
+        raise CorruptIndex(table, key, "named by the run's state directory but missing")
+    return unpack_value(raw, table=table, key=key)
 
 
 # -- folding ----------------------------------------------------------------------------
@@ -179,26 +191,60 @@ def fold(tables: Tables, seq: int, cp: Checkpoint) -> None:
     """
     run_id = cp.run_id
     old = load_directory(tables, run_id)
+    batch = _Batch(tables)
     if cp.full:
-        for key in [] if old is None else _keys_in(run_id, old):
-            tables.delete(STATE, key)
+        for table, key in [] if old is None else _keys_in(run_id, old):
+            batch.delete(table, key)
         found = Directory(at=seq)
         for name, value in (cp.state or {}).items():
-            _set(tables, run_id, found, name, value)
-        tables.put(STATE, directory_key(run_id), pack_value(found))
+            _set(batch, run_id, found, name, value)
+        batch.put(STATE, directory_key(run_id), pack_value(found))
+        batch.flush()
         return
     if old is None:
         return
     stored = _keys_in(run_id, old)
     try:
         for name, kind, value in delta_ops(tables.record, cp):
-            _apply(tables, run_id, old, name, kind, value)
+            _apply(batch, run_id, old, name, kind, value)
     except (KeyError, TypeError):
-        for gone in {*stored, *_keys_in(run_id, old)}:
-            tables.delete(STATE, gone)
+        for table, gone in stored:
+            tables.delete(table, gone)
         return
     old.at = seq
-    tables.put(STATE, directory_key(run_id), pack_value(old))
+    batch.put(STATE, directory_key(run_id), pack_value(old))
+    batch.flush()
+
+
+class _Batch:
+    """One fold's writes, kept until it ends: a key written twice is written once, and
+    a value rewritten with the same bytes (or deleted then put back) is not written."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+        self.pending: dict[Entry, bytes | None] = {}
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        if (table, key) in self.pending:
+            return self.pending[table, key]
+        return self.tables.get(table, key)
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self.pending[table, key] = value
+
+    def delete(self, table: str, key: bytes) -> None:
+        self.pending[table, key] = None
+
+    def record(self, seq: int) -> Record:
+        return self.tables.record(seq)
+
+    def flush(self) -> None:
+        for (table, key), value in self.pending.items():
+            stored = self.tables.get(table, key)
+            if value is None and stored is not None:
+                self.tables.delete(table, key)
+            elif value is not None and value != stored:
+                self.tables.put(table, key, value)
 
 
 def _apply(tables: Tables, run_id: str, found: Directory, key: str, kind: str,
@@ -219,8 +265,8 @@ def _apply(tables: Tables, run_id: str, found: Directory, key: str, kind: str,
 def _set(tables: Tables, run_id: str, found: Directory, name: str, value: Any) -> None:
     """Replace a key's value, dropping its old entries."""
     if name in found.keys:
-        for key in _entry_keys(run_id, name, found.keys.pop(name)):
-            tables.delete(STATE, key)
+        for table, key in _entry_keys(run_id, name, found.keys.pop(name)):
+            tables.delete(table, key)
     if type(value) is list:
         found.keys[name] = [0, 0]
         _append(tables, run_id, found, name, value)
@@ -234,7 +280,7 @@ def _append(tables: Tables, run_id: str, found: Directory, name: str, items: lis
     spec = found.keys[name]
     assert spec is not None
     closed, tail_bytes = spec
-    tail: list[Any] = _get(tables, _tail_key(run_id, name)) if tail_bytes else []
+    tail: list[Any] = _get(tables, _tail(run_id, name)) if tail_bytes else []
     for item in items:
         tail.append(item)
         tail_bytes += len(check_serializable(item, name))
@@ -242,22 +288,18 @@ def _append(tables: Tables, run_id: str, found: Directory, name: str, items: lis
             _close(tables, run_id, name, closed, tail)
             closed, tail, tail_bytes = closed + 1, [], 0
     if tail:
-        tables.put(STATE, _tail_key(run_id, name), pack_value(tail))
+        tables.put(*_tail(run_id, name), pack_value(tail))
     elif spec[1]:
-        tables.delete(STATE, _tail_key(run_id, name))
+        tables.delete(*_tail(run_id, name))
     found.keys[name] = [closed, tail_bytes]
 
 
 def _close(tables: Tables, run_id: str, name: str, closed: int, chunk: list[Any]) -> None:
-    """Add the chunk numbered ``closed`` to the segments, merging them as a carry does."""
-    before, after = segments(closed), segments(closed + 1)
-    same = 0
-    while same < len(before) and before[same] == after[same]:
-        same += 1
-    items: list[Any] = []
-    for start, _ in before[same:]:
-        key = _segment_key(run_id, name, start)
-        items.extend(_get(tables, key))
-        tables.delete(STATE, key)
-    (start, _), = after[same:]
-    tables.put(STATE, _segment_key(run_id, name, start), pack_value(items + chunk))
+    """Keep the chunk numbered ``closed``; the last of a group also writes the group."""
+    tables.put(*_chunk(run_id, name, closed), pack_value(chunk))
+    first = closed + 1 - SEGMENT_CHUNKS
+    if (closed + 1) % SEGMENT_CHUNKS == 0:
+        items: list[Any] = []
+        for i in range(first, closed):
+            items.extend(_get(tables, _chunk(run_id, name, i)))
+        tables.put(*_group(run_id, name, first), pack_value(items + chunk))

@@ -302,8 +302,8 @@ def _refold(txn: _Txn, run_id: str, doomed: dict[int, Record]) -> None:
         raw = txn.raw(seq)
         if raw is not None and seq not in items:
             items[seq] = (len(raw), decode(raw, key=seq))
-    for key in latest.keys_of_run(txn, run_id):
-        txn.delete(latest.STATE, key)
+    for table, key in latest.keys_of_run(txn, run_id):
+        txn.delete(table, key)
     for seq, (_, record) in items.items():
         for table, key in keys_of(seq, record):
             txn.delete(table, key)

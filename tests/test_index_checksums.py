@@ -30,14 +30,15 @@ from bide.engine.index import (
     read_index,
     runlog_key,
 )
-from bide.engine.latest import STATE
+from bide.engine.latest import SEGMENTS, STATE
+from bide.engine.lmdb_layout import logical
 from bide.engine.lmdb_store import LEASES, LOG, META, STORE_FORMAT, LMDBReader
 from bide.formats import CorruptIndex, pack_value, unpack_value
 from cli_world import DECIDED, FLOWS, NOTIFIED, home, template  # noqa: F401 - fixtures
 from click.testing import CliRunner
 
 FIXTURES = Path(__file__).parent / "fixtures"
-INDEX_TABLES = tuple(t for t in (*FRAMED, LEASES) if t != STATE)  # what format 1 had
+INDEX_TABLES = tuple(t for t in (*FRAMED, LEASES) if t not in (STATE, SEGMENTS))  # format 1
 
 
 def cli(home: Path, *args: str):
@@ -169,7 +170,8 @@ def raw_tables(store: Path) -> tuple[bytes, dict[str, dict[bytes, bytes]]]:
     try:
         with env.begin() as txn:
             dbs = existing_dbs(env, txn, (LOG, META, LEASES, *DERIVED))
-            tables = {t: dict(txn.cursor(db=dbs[t])) for t in INDEX_TABLES}
+            tables = {t: {k: v for k, v in txn.cursor(db=dbs[t]) if logical(t, k) == k}
+                      for t in INDEX_TABLES}  # (the run log's database holds the state too)
             reader = LMDBReader(txn, dbs)  # reads a not yet migrated home as it is
             tables["read"] = {h.run_id: h.status for h in reader.heads()}  # type: ignore
             tables["read"].update({a.approval_id: a.decision for a in reader.approvals()})

@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import bide
-import lmdb
 import pytest
 from bide.bench.workloads import Workload
 from bide.cli import main
 from bide.engine import latest, maintenance
-from bide.engine.lmdb_store import META, STORE_FORMAT
+from bide.engine.lmdb_store import META, STORE_FORMAT, LMDBReader, TxnTables
 from bide.engine.memory_store import MemoryStore, forget_all
 from bide.engine.state import materialize, replay
 from bide.formats import Checkpoint, PendingWrite, RunCreated
@@ -96,7 +95,7 @@ def test_the_latest_state_is_read_without_the_log(engine):
             directory = latest.load_directory(r, "r")
             assert directory is not None and directory.at == head.checkpoint
             closed, _ = directory.keys["items"]
-            assert len(latest.segments(closed)) < closed / 2  # segments, not one value per chunk
+            assert len(latest._read_keys("r", "items", closed)) < closed / 2  # groups of chunks
         assert maintenance.doctor(engine.store).ok
 
 
@@ -116,8 +115,8 @@ def test_doctor_finds_a_damaged_entry_and_rebuild_restores_it(tmp_path):
         with eng.store.reader() as r:
             key = latest.value_key("r", "count")
             good = r.get(latest.STATE, key)
-        eng.store._write(lambda txn: txn.put(key, latest.pack_value(7),
-                                             db=eng.store.dbs[latest.STATE]))
+        eng.store._write(lambda txn: TxnTables(txn, eng.store.dbs).put(
+            latest.STATE, key, latest.pack_value(7)))
     code, report = cli(home, "doctor")
     assert code != 0 and any(p["table"] == latest.STATE and p["kind"] == "differs"
                              for p in report["problems"])
@@ -157,14 +156,16 @@ def test_a_format_2_home_gains_the_index_on_its_first_writable_open(tmp_path):
 
 
 def as_format_2(home: Path) -> None:
-    """What bide wrote before the latest-state index: no such table, format 2."""
-    env = lmdb.open(str(home / "store"), max_dbs=32)
-    try:
-        with env.begin(write=True) as txn:
-            txn.drop(env.open_db(latest.STATE.encode(), txn=txn), delete=True)
-            txn.put(b"format", b"2", db=env.open_db(META.encode(), txn=txn))
-    finally:
-        env.close()
+    """What bide wrote before the latest-state index: no such entries, format 2."""
+    with bide.open(home) as eng:
+        def body(txn):
+            tables = TxnTables(txn, eng.store.dbs)
+            for key, _ in list(LMDBReader(txn, eng.store.dbs).scan(latest.STATE)):
+                tables.delete(latest.STATE, key)
+            txn.put(b"format", b"2", db=eng.store.dbs[META])
+        eng.store._write(body)
+        with eng.store.reader() as r:
+            assert not list(r.scan(latest.STATE))
 
 
 def cli(home: Path, *args: str) -> tuple[int, Any]:
@@ -236,3 +237,44 @@ def test_the_fold_equals_a_replay(initial, steps):
         with store.reader() as r:
             assert latest.read(r, "p", last) == replay(r, "p", last) == state
         assert maintenance.doctor(store).ok
+
+
+class Recording(maintenance.MemTables):
+    """In-memory tables that note each write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[tuple[str, bytes, int]] = []
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self.writes.append((table, key, len(value)))
+        super().put(table, key, value)
+
+    def delete(self, table: str, key: bytes) -> None:
+        self.writes.append((table, key, -1))
+        super().delete(table, key)
+
+
+def test_a_step_rewrites_a_small_tail_not_the_list():
+    items = [f"{i:04d}" + "x" * 96 for i in range(2000)]
+    tables = Recording()
+    latest.fold(tables, 1, Checkpoint(run_id="r", version=0, superstep=0, status="RUNNING",
+                                      full=True, state={"items": items, "n": 0}))
+    groups = 0
+    for step in range(2, 200):
+        tables.writes.clear()
+        latest.fold(tables, step, Checkpoint(
+            run_id="r", version=step, superstep=step, status="RUNNING", base=1,
+            ops=[("items", "append", ["y" * 100]), ("n", "set", step)]))
+        group = [w for w in tables.writes if w[2] > 2 * latest.CHUNK_BYTES]
+        groups += bool(group)  # a group of chunks is written when its last chunk closes
+        assert len(tables.writes) <= 4 + len(group)  # directory, counter, tail, closed chunk
+        # nothing is deleted but an emptied tail (a closed chunk took its items)
+        assert all(table == latest.STATE for table, _, size in tables.writes if size < 0)
+    assert groups == 1  # 198 appends close ~20 chunks: chunk 191 completes one group
+    assert latest.read(tables, "r", 199)["items"] == items + ["y" * 100] * 198
+    tables.writes.clear()
+    latest.fold(tables, 200, Checkpoint(run_id="r", version=200, superstep=200,
+                                        status="RUNNING", full=True,
+                                        state={"items": items + ["y" * 100] * 198, "n": 199}))
+    assert len(tables.writes) <= 2  # a full snapshot of the same list rewrites nothing of it
