@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from . import layout
+
 DEFAULT = "default"
 
 
@@ -62,6 +64,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                        k1000[0]["read_latest_ms"] <= 1.0 if k1000 else None,
                        "" if k1000 else "no K=1000 run (use the full run)"))
     out.extend(_redo_targets(results))
+    out.extend(layout.targets(results.get("layout")))
     return out
 
 
@@ -204,6 +207,8 @@ def render(results: dict[str, Any]) -> str:
     skipped = results.get("meta", {}).get("peers_skipped")
     if skipped:
         parts += [skipped, ""]
+    if results.get("layout"):
+        parts += [layout.render(results["layout"]), ""]
     parts += ["Targets", table(TARGET_HEADERS, target_rows(results))]
     return "\n".join(parts)
 

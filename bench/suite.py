@@ -19,11 +19,11 @@ from typing import Any
 
 import lmdb
 
-from . import crash, measure, peers, workloads
+from . import crash, layout, measure, peers, workloads
 from .policies import POLICIES, BenchPolicy
 from .workloads import Workload
 
-WHAT = ("granularity", "peers", "all")
+WHAT = ("granularity", "peers", "layout", "all")
 
 
 class Plan:
@@ -56,6 +56,10 @@ class Plan:
         return peers.variants() if self.does_peers else []
 
     @property
+    def does_layout(self) -> bool:
+        return self.what in ("layout", "all")
+
+    @property
     def timed_workloads(self) -> list[Workload]:
         return self.granularity if self.does_granularity else self.peer_workloads
 
@@ -74,7 +78,7 @@ class Plan:
         if self.does_granularity:
             n += len(self.crash) * len(self.policies) * self.kills
         n += len(self.peer_workloads) * len(self.peer_variants())
-        return n
+        return n + (layout.units(self.quick) if self.does_layout else 0)
 
 
 def run(plan: Plan, *, home: str | Path | None = None, seed: int = 0, jobs: int = 2,
@@ -98,6 +102,8 @@ def run(plan: Plan, *, home: str | Path | None = None, seed: int = 0, jobs: int 
             out["granularity"], out["peers"] = _timed(plan, root / "granularity", tick)
         if plan.does_granularity:
             out["redo"] = _crashes(plan, root / "crash", seed, jobs, out["granularity"], tick)
+        if plan.does_layout:
+            out["layout"] = layout.run(plan.quick, root / "layout", tick)
         if plan.peer_skip and plan.what != "granularity":
             out["meta"]["peers_skipped"] = plan.peer_skip
     finally:

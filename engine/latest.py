@@ -44,7 +44,7 @@ from ..formats.errors import CorruptIndex
 from .keys import run_prefix
 
 STATE, SEGMENTS = "state", "state_segments"  # hot entries (every step), closed segments
-CHUNK_BYTES = 1024
+CHUNK_BYTES = 512
 SEGMENT_CHUNKS = 64
 DEFERRED = -1  # in Checkpoint.writes: the checkpoint's own ``deferred`` ops
 Op = tuple[str, str, Any]
