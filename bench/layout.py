@@ -54,4 +54,6 @@ def _granularity_saving(rows: list[dict[str, Any]]) -> str:
 
 
 def render(section: dict[str, Any]) -> str:
-    return reads.render(section["reads"]) + "\n\n" + physical.render(section["physical"])
+    saved = _granularity_saving(section["physical"].get("rows", []))
+    return (reads.render(section["reads"]) + "\n\n" + physical.render(section["physical"])
+            + (f"\n  coarser granularity, device bytes per superstep: {saved}" if saved else ""))

@@ -57,13 +57,13 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_k = {r["k"]: r for r in rows}
     small, big = by_k.get(1000), by_k.get(10000)
     out = [_target("read latest state at K=1,000 (long, B=100)", f"<= {READ_LIMIT_MS} ms",
-                   small and small["read_latest_ms"], READ_LIMIT_MS)]
+                   small["read_latest_ms"] if small else None, READ_LIMIT_MS)]
     out.append(_target("read latest state at K=10,000 (long, B=100)",
-                       f"<= {FLAT} x {READ_LIMIT_MS} ms", big and big["read_latest_ms"],
+                       f"<= {FLAT} x {READ_LIMIT_MS} ms", big["read_latest_ms"] if big else None,
                        FLAT * READ_LIMIT_MS))
     worst = max(rows, key=lambda r: r["wa_committed"], default=None)
     out.append(_target("WA committed (long, B=100), every K", f"<= {WA_LIMIT}x",
-                       worst and worst["wa_committed"], WA_LIMIT))
+                       worst["wa_committed"] if worst else None, WA_LIMIT))
     if small and big:
         ratio = big["wa_committed"] / small["wa_committed"]
         out.append(_target("WA committed flat in K: WA(10,000) / WA(1,000)", f"<= {FLAT}",
