@@ -296,3 +296,28 @@ def test_a_run_with_large_list_items_is_left_out_and_reads_replay(engine):
         assert not any(k.startswith(b"big\x00") for k, _ in r.scan(latest.STATE))
     assert engine.state("big") == w.expected()
     assert maintenance.doctor(engine.store).ok
+
+
+@pytest.mark.parametrize("fault", ["after_checkpoint:2", "before_commit:6", "after_commit:7"])
+def test_a_killed_worker_leaves_the_index_equal_to_a_replay(tmp_path, fault):
+    """SIGKILL at a commit boundary, resume in a new process: the index is what the log says."""
+    from conftest import run_app
+
+    home, counter = tmp_path / "home", tmp_path / "effects.log"
+    crashed = run_app("chain_app.py", str(home), str(counter), "start", "r1", "durable",
+                      fault=f"{fault}:kill")
+    assert crashed.returncode in (-9, 137), crashed.stderr  # it really died there
+    assert_index_is_the_replay(home)
+    done = run_app("chain_app.py", str(home), str(counter), "resume", "r1", "durable")
+    assert done.returncode == 0, done.stderr
+    assert_index_is_the_replay(home)
+    with bide.open(home) as eng:
+        assert eng.state("r1")["trail"] == ["a", "b", "c", "join", "loop", "loop", "loop", "loop"]
+
+
+def assert_index_is_the_replay(home: Path) -> None:
+    with bide.open(home) as eng:
+        assert maintenance.doctor(eng.store).ok
+        with eng.store.reader() as r:
+            head = r.head("r1")
+            assert materialize(NoLog(r), "r1", head.checkpoint) == replay(r, "r1", head.checkpoint)
