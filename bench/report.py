@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import concurrency, tool_calls
+from . import concurrency, layout, tool_calls
 
 DEFAULT = "default"
 
@@ -66,6 +66,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     out.extend(_redo_targets(results))
     out.extend(concurrency.targets(results))
     out.extend(results.get("tool_calls", {}).get("targets", []))
+    out.extend(layout.targets(results.get("layout")))
     return out
 
 
@@ -211,6 +212,8 @@ def render(results: dict[str, Any]) -> str:
     skipped = results.get("meta", {}).get("peers_skipped")
     if skipped:
         parts += [skipped, ""]
+    if results.get("layout"):
+        parts += [layout.render(results["layout"]), ""]
     parts += ["Targets", table(TARGET_HEADERS, target_rows(results))]
     return "\n".join(parts)
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import lmdb
 
-from . import concurrency, crash, measure, peers, tool_calls, workloads
+from . import concurrency, crash, layout, measure, peers, tool_calls, workloads
 from .policies import POLICIES, BenchPolicy
 from .workloads import Workload
 
-WHAT = ("granularity", "peers", "all")
+WHAT = ("granularity", "peers", "layout", "all")
 
 
 class Plan:
@@ -56,6 +56,10 @@ class Plan:
         return peers.variants() if self.does_peers else []
 
     @property
+    def does_layout(self) -> bool:
+        return self.what in ("layout", "all")
+
+    @property
     def timed_workloads(self) -> list[Workload]:
         return self.granularity if self.does_granularity else self.peer_workloads
 
@@ -76,7 +80,7 @@ class Plan:
         n += len(self.peer_workloads) * len(self.peer_variants())
         if self.does_tool_calls:
             n += 1
-        return n
+        return n + (layout.units(self.quick) if self.does_layout else 0)
 
     @property
     def does_tool_calls(self) -> bool:
@@ -110,6 +114,8 @@ def run(plan: Plan, *, home: str | Path | None = None, seed: int = 0, jobs: int 
         if plan.does_tool_calls:
             out["tool_calls"] = tool_calls.run(plan.quick, directory=str(root))
             tick(1)
+        if plan.does_layout:
+            out["layout"] = layout.run(plan.quick, root / "layout", tick)
         if plan.peer_skip and plan.what != "granularity":
             out["meta"]["peers_skipped"] = plan.peer_skip
     finally:

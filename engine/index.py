@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import struct
 from typing import Any, Protocol
 
 import msgspec
@@ -30,34 +29,18 @@ from ..formats.errors import CorruptIndex
 from . import attention
 from .attention import ATTENTION
 from .extensions import EXTENSIONS, owner
+from .keys import intent_key as intent_key  # the key shapes, re-exported for the stores
+from .keys import run_prefix as run_prefix
+from .keys import runlog_key as runlog_key
+from .keys import seq_key as seq_key
+from .keys import seq_of as seq_of
+from .latest import SEGMENTS, STATE
+from .latest import fold as fold_latest
 from .vocabulary import FINISHED, WAITING, Decision, IntentStatus, Status
 
 RUNS, RUNLOG, INTENTS, APPROVALS = "runs", "runlog", "intents", "approvals"
-DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS, ATTENTION,
+DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS, ATTENTION, STATE, SEGMENTS,
            *(t for ext in EXTENSIONS for t in ext.tables))
-
-_SEQ = struct.Struct(">Q")
-
-
-def seq_key(seq: int) -> bytes:
-    """Big-endian so byte order is numeric order (LMDB's append path needs it)."""
-    return _SEQ.pack(seq)
-
-
-def seq_of(key: bytes) -> int:
-    return _SEQ.unpack(key[-8:])[0]
-
-
-def run_prefix(run_id: str) -> bytes:
-    return run_id.encode() + b"\x00"
-
-
-def runlog_key(run_id: str, seq: int) -> bytes:
-    return run_prefix(run_id) + seq_key(seq)
-
-
-def intent_key(run_id: str, key: str) -> bytes:
-    return run_prefix(run_id) + key.encode()
 
 
 class RunHead(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -140,7 +123,7 @@ class ApprovalState(msgspec.Struct, kw_only=True, omit_defaults=True):
 CHECKSUMMED: dict[str, type] = {RUNS: RunHead, INTENTS: IntentState, APPROVALS: ApprovalState,
                                 ATTENTION: attention.Attention}
 _EXTENSION_OF = {table: ext for ext in EXTENSIONS for table in ext.tables}
-FRAMED = (*CHECKSUMMED, RUNLOG, *_EXTENSION_OF)
+FRAMED = (*CHECKSUMMED, RUNLOG, STATE, SEGMENTS, *_EXTENSION_OF)
 
 
 class Tables(Protocol):
@@ -149,6 +132,12 @@ class Tables(Protocol):
     def get(self, table: str, key: bytes) -> bytes | None: ...
     def put(self, table: str, key: bytes, value: bytes) -> None: ...
     def delete(self, table: str, key: bytes) -> None: ...
+    def record(self, seq: int) -> Record:
+        """The log record at ``seq`` (the latest-state fold reads absorbed pending writes).
+
+        Raises:
+            KeyError: no record at ``seq``.
+        """
 
 
 def runlog_value(rtype: str) -> bytes:
@@ -235,6 +224,7 @@ def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
             head.waiting = record.waiting
             if record.status != Status.FAILED:
                 head.error = None
+            fold_latest(tables, seq, record)
         case StatusChanged():
             head.status = record.status
             head.reason = record.reason

@@ -22,8 +22,8 @@ from typing import Any, NamedTuple, TypeVar
 
 import lmdb
 
-from ..formats import Record, decode, encode, pack_value, unpack_value
-from . import attention, faults
+from ..formats import Checkpoint, Record, decode, encode, pack_value, unpack_value
+from . import attention, faults, latest
 from .attention import ATTENTION
 from .errors import (
     DurabilityLost,
@@ -37,7 +37,6 @@ from .group_commit import Batch, GroupCommit, Request, run_alone
 from .index import (
     APPROVALS,
     DERIVED,
-    FINISHED_STATUSES,
     FRAMED,
     INTENTS,
     RUNLOG,
@@ -53,21 +52,34 @@ from .index import (
     seq_of,
     with_checksum,
 )
+from .lmdb_layout import (
+    MAX_DBS,
+    META,
+    NAMED,
+    SHARED_BY,
+    SHARES,
+    home_db,
+    is_marked,
+    logical,
+    physical,
+    scan_prefix,
+)
 from .permissions import PRIVATE_FILE, open_private, private_dir
 from .run_view import check_fence
 from .store import LEASES, LOG, Check, Logged, Observed, WriteEvent
+from .vocabulary import FINISHED
 
 # 2: derived index values carry a checksum (index.with_checksum);
-# 3: the attention table lists the runs that are not finished (attention.build)
-STORE_FORMAT = 3
-META = "meta"
+# 3: the attention table lists the runs that are not finished (attention.build);
+# 4: the latest-state index (engine/latest.py), built for every run on upgrade
+STORE_FORMAT = 4
 _HIGH_WATER = b"deleted_last_seq"  # seqs are never given twice, even after `delete`
 DEFAULT_MAP_SIZE = 64 << 20
 DEFAULT_MAX_SIZE = 1 << 40
 DURABILITIES = ("durable", "fast")
 T = TypeVar("T")
 
-_TABLES = (LOG, META, LEASES, *DERIVED)
+_TABLES = NAMED  # the named databases (lmdb_layout: some tables share one)
 _OPEN_RETRIES = 100  # lmdb.open racing another process that keeps growing the map
 _INTERRUPTED = "data.mdb.interrupted-"  # a creation killed half-way, set aside
 RESERVE = "disk-full-reserve"  # room kept for the commit that releases a run on a full disk
@@ -240,10 +252,10 @@ def _open_env(key: str, durability: str, map_size: int, *,
     for _ in range(_OPEN_RETRIES):
         try:
             if readonly:
-                return lmdb.open(key, map_size=map_size, subdir=True, max_dbs=len(DERIVED) + 4,
+                return lmdb.open(key, map_size=map_size, subdir=True, max_dbs=MAX_DBS,
                                  readonly=True, lock=False, readahead=False)
             return lmdb.open(
-                key, map_size=map_size, subdir=True, max_dbs=len(DERIVED) + 4, sync=sync,
+                key, map_size=map_size, subdir=True, max_dbs=MAX_DBS, sync=sync,
                 metasync=sync, readahead=False, max_readers=256, mode=PRIVATE_FILE,
             )
         except lmdb.MapResizedError:
@@ -333,13 +345,19 @@ class TxnTables:
         self.txn, self.dbs = txn, dbs
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        return self.txn.get(key, db=self.dbs[table])
+        return self.txn.get(physical(table, key), db=self.dbs[home_db(table)])
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
-        self.txn.put(key, value, db=self.dbs[table])
+        self.txn.put(physical(table, key), value, db=self.dbs[home_db(table)])
 
     def delete(self, table: str, key: bytes) -> None:
-        self.txn.delete(key, db=self.dbs[table])
+        self.txn.delete(physical(table, key), db=self.dbs[home_db(table)])
+
+    def record(self, seq: int) -> Record:
+        raw = self.txn.get(seq_key(seq), db=self.dbs[LOG])
+        if raw is None:
+            raise KeyError(f"no log record at seq {seq}")
+        return decode(raw, key=seq)
 
 
 def _prefix_end(prefix: bytes) -> bytes | None:
@@ -402,8 +420,8 @@ class LMDBReader:
         if not cur.set_range(prefix + seq_key(max(start, 0))):
             return
         for key, raw in cur:
-            if not key.startswith(prefix):
-                return
+            if not key.startswith(prefix) or is_marked(key, len(prefix)):
+                return  # past the run's log entries (its latest-state entries follow them)
             yield seq_of(key), runlog_type(raw, key)
 
     def intent(self, run_id: str, key: str) -> IntentState | None:
@@ -450,12 +468,16 @@ class LMDBReader:
 
     def get(self, table: str, key: bytes) -> bytes | None:
         """The value at ``key`` in a derived table (``index.DERIVED``), or None."""
-        return self.txn.get(key, db=self.dbs[table])
+        return self.txn.get(physical(table, key), db=self.dbs[home_db(table)])
 
     def scan(self, table: str, prefix: bytes = b"", *,
              reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
         """``(key, value)`` of a derived table's keys starting with ``prefix``, in order."""
-        return _scan(self.txn, self.dbs[table], prefix, reverse=reverse)
+        found = _scan(self.txn, self.dbs[home_db(table)], scan_prefix(table, prefix),
+                      reverse=reverse)
+        if home_db(table) == table and table not in SHARED_BY:
+            return found
+        return ((k, v) for key, v in found if (k := logical(table, key)) is not None)
 
 
 def _is_home(path: Path) -> bool:
@@ -546,7 +568,10 @@ class LMDBStore(Observed):
             elif int(raw) < STORE_FORMAT:
                 if int(raw) < 2:
                     self._add_index_checksums(txn)
-                self._add_attention(txn)
+                if int(raw) < 3:
+                    self._add_attention(txn)
+                if int(raw) < 4:
+                    self._build_latest_state(txn)
                 txn.put(b"format", str(STORE_FORMAT).encode(), db=self.dbs[META])
 
         with self.reader() as r:  # the common case needs no write lock and no fsync
@@ -560,6 +585,8 @@ class LMDBStore(Observed):
     def _add_index_checksums(self, txn: lmdb.Transaction[bytes]) -> None:
         """Format 1 -> 2, in the opening transaction: frame every index value."""
         for table in (*FRAMED, LEASES):
+            if table in SHARES:
+                continue  # newer than format 2: nothing to frame
             db = self.dbs[table]
             framed = [(key, new) for key, raw in txn.cursor(db=db)
                       if (new := with_checksum(table, key, raw)) is not None]
@@ -570,8 +597,21 @@ class LMDBStore(Observed):
         """Format 2 -> 3, in the opening transaction: list the runs not finished."""
         txn.drop(self.dbs[ATTENTION], delete=False)
         attention.build(TxnTables(txn, self.dbs), txn.cursor(db=self.dbs[RUNS]),
-                        FINISHED_STATUSES,
+                        FINISHED,
                         lambda key, raw: unpack_value(raw, RunHead, table=RUNS, key=key))
+
+    def _build_latest_state(self, txn: lmdb.Transaction[bytes]) -> None:
+        """Format 3 -> 4, in the opening transaction: fold each run's checkpoints from
+        its newest full one into the latest-state index (what a rebuild would write)."""
+        reader, tables = LMDBReader(txn, self.dbs), TxnTables(txn, self.dbs)
+        for head in list(reader.heads()):
+            if head.base < 0:
+                continue
+            for seq, rtype in list(reader.run_entries(head.run_id, head.base)):
+                if rtype == "checkpoint" and seq <= head.checkpoint:
+                    cp = reader.record(seq)
+                    assert isinstance(cp, Checkpoint)
+                    latest.fold(tables, seq, cp)
 
     # -- reading -----------------------------------------------------------
     @contextmanager
@@ -669,6 +709,8 @@ class LMDBStore(Observed):
             raw = reader.raw(seq)
             if raw is not None and seq not in items:
                 items[seq] = (len(raw), decode(raw, key=seq))
+        for table, key in latest.keys_of_run(reader, run_id):
+            tables.delete(table, key)
         for seq, (_, record) in items.items():
             for table, key in keys_of(seq, record):
                 reader.txn.delete(key, db=self.dbs[table])
@@ -840,7 +882,7 @@ class LMDBStore(Observed):
         """Empty the derived tables and replay ``load(reader)``, in ONE write transaction."""
         def body(txn: lmdb.Transaction[bytes]) -> int:
             records = list(load(LMDBReader(txn, self.dbs)))
-            for name in DERIVED:
+            for name in dict.fromkeys(home_db(t) for t in DERIVED):
                 txn.drop(self.dbs[name], delete=False)
             tables = TxnTables(txn, self.dbs)
             for seq, size, record in records:
@@ -858,7 +900,7 @@ def read_copy(path: Path) -> Iterator[LMDBReader]:
     ``compact`` checks its copy through this before swapping it in.
     """
     size = max((path / "data.mdb").stat().st_size, DEFAULT_MAP_SIZE)
-    env = lmdb.open(str(path), map_size=size, max_dbs=len(DERIVED) + 4, mode=PRIVATE_FILE)
+    env = lmdb.open(str(path), map_size=size, max_dbs=MAX_DBS, mode=PRIVATE_FILE)
     try:
         dbs = {name: env.open_db(name.encode()) for name in _TABLES}
         with env.begin() as txn:

@@ -61,8 +61,9 @@ _PRUNABLE = (Checkpoint, PendingWrite, LeaseAcquired, LeaseReleased)
 class MemTables:
     """``index.Tables`` as dicts: where a rebuild lands before it is compared."""
 
-    def __init__(self) -> None:
+    def __init__(self, records: dict[int, Record] | None = None) -> None:
         self.data: dict[str, dict[bytes, bytes]] = {name: {} for name in DERIVED}
+        self.records = records or {}
 
     def get(self, table: str, key: bytes) -> bytes | None:
         return self.data[table].get(key)
@@ -72,6 +73,9 @@ class MemTables:
 
     def delete(self, table: str, key: bytes) -> None:
         self.data[table].pop(key, None)
+
+    def record(self, seq: int) -> Record:
+        return self.records[seq]
 
 
 # -- problems and reports ---------------------------------------------------------
@@ -134,7 +138,7 @@ def _whose(reader: Reader, seq: int) -> str:
 
 def rebuild_tables(records: list[tuple[int, int, Record]]) -> MemTables:
     """What the derived tables must hold for these log records."""
-    mem = MemTables()
+    mem = MemTables({seq: record for seq, _, record in records})
     for seq, size, record in records:
         apply(mem, seq, size, record)
     return mem

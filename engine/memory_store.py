@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ..formats import Record, decode, encode, pack_value, unpack_value
+from . import latest
 from .errors import NotAHome, StoreError
 from .index import (
     APPROVALS,
@@ -301,6 +302,8 @@ def _refold(txn: _Txn, run_id: str, doomed: dict[int, Record]) -> None:
         raw = txn.raw(seq)
         if raw is not None and seq not in items:
             items[seq] = (len(raw), decode(raw, key=seq))
+    for table, key in latest.keys_of_run(txn, run_id):
+        txn.delete(table, key)
     for seq, (_, record) in items.items():
         for table, key in keys_of(seq, record):
             txn.delete(table, key)

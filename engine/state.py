@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..formats import Checkpoint, PendingWrite, check_serializable
+from ..formats import Checkpoint, check_serializable
 from ..formats.errors import NotSerializable
+from . import latest
 from .errors import ReducerConflict, StateNotSerializable
 from .flow import Flow, reducer_kind
+from .latest import DEFERRED as DEFERRED  # in Checkpoint.writes: the checkpoint's own ops
+from .latest import Op as Op
 from .store import Reader
-
-Op = tuple[str, str, Any]
-DEFERRED = -1  # in Checkpoint.writes: the checkpoint's own ``deferred`` ops go here
 
 
 def to_ops(flow: Flow, node: str, update: Any) -> list[Op]:
@@ -114,22 +114,23 @@ def fold(
 def apply_delta(reader: Reader, state: dict[str, Any], cp: Checkpoint,
                 owned: set[str] | None = None) -> None:
     """Apply a delta checkpoint: the pending writes it absorbed, then its own ops."""
-    for seq in cp.writes:
-        if seq == DEFERRED:
-            ops = cp.deferred
-        else:
-            write = reader.record(seq)
-            assert isinstance(write, PendingWrite)
-            ops = write.ops
-        for op in ops:
-            if op[1] != "custom":
-                apply_op(state, op, owned)
-    for op in cp.ops:
+    for op in latest.delta_ops(reader.record, cp):
         apply_op(state, op, owned)
 
 
 def materialize(reader: Reader, run_id: str, seq: int) -> dict[str, Any]:
-    """The state stored by the checkpoint at ``seq``: its base snapshot plus deltas."""
+    """The state stored by the checkpoint at ``seq``.
+
+    The run's newest checkpoint is read from the latest-state index in O(state);
+    an older one (or a home whose index lacks the run) replays its base snapshot
+    plus deltas.
+    """
+    indexed = latest.read(reader, run_id, seq)
+    return indexed if indexed is not None else replay(reader, run_id, seq)
+
+
+def replay(reader: Reader, run_id: str, seq: int) -> dict[str, Any]:
+    """The state at checkpoint ``seq`` from the log: its base snapshot plus deltas."""
     cp = reader.record(seq)
     assert isinstance(cp, Checkpoint)
     if cp.full:

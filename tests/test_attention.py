@@ -137,6 +137,6 @@ def test_a_format_2_home_gains_the_table_on_its_first_writable_open(tmp_path):
     _as_format_2(home / "store")
     with bide.open(home, create=False) as eng:
         with eng.store.reader() as r:
-            assert r.get(META, b"format") == str(STORE_FORMAT).encode() == b"3"
+            assert r.get(META, b"format") == str(STORE_FORMAT).encode() == b"4"
             assert list(attention.run_ids(r)) == ["p0", "p1", "p2"]
         assert maintenance.doctor(eng.store).ok

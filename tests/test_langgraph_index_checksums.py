@@ -28,6 +28,7 @@ from bide.formats import CorruptIndex  # noqa: E402
 from bide.langgraph import BideSaver  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint  # noqa: E402
+from test_index_checksums import existing_dbs  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
@@ -161,12 +162,7 @@ def raw_home(store: Path):
     env = lmdb.open(str(store), readonly=True, lock=False, max_dbs=len(DERIVED) + 4)
     try:
         with env.begin() as txn:
-            dbs = {}
-            for name in (LOG, META, LEASES, *DERIVED):
-                try:
-                    dbs[name] = env.open_db(name.encode(), txn=txn, create=False)
-                except lmdb.NotFoundError:  # a table added after the home was written
-                    pass
+            dbs = existing_dbs(env, txn, (LOG, META, LEASES, *DERIVED))
             reader = LMDBReader(txn, dbs)
             threads = Threads(None)  # type: ignore[arg-type]
             read = [threads._load(reader, k, v) for k, v in txn.cursor(db=dbs[lg.LG])
@@ -191,7 +187,7 @@ def test_an_old_langgraph_home_migrates_and_reads_back_every_checkpoint(tmp_path
     with BideSaver.from_home(home) as saver:
         assert everything(saver.threads) == expected
     fmt, after, _ = raw_home(home / "store")
-    assert fmt == b"3" and after.keys() == before.keys()
+    assert fmt == b"4" and after.keys() == before.keys()
     for key, value in after.items():
         assert value[:1] == b"\xc1", key
         assert read_index(lg.LG, key, value) == read_index(lg.LG, key, before[key])

@@ -1,0 +1,324 @@
+"""The latest-state index: each run's state at its newest checkpoint, per state key.
+
+Reading a run's state used to replay every delta since the last full snapshot,
+so it cost O(run length). This derived table keeps the state as of the run's
+newest checkpoint instead, folded by ``index.apply`` from each ``Checkpoint``
+(and the pending writes it absorbed, read back from the log), so reading it
+costs O(state). Like every derived table it is rebuilt from the log and
+``bide doctor`` compares it with a replay; reading an older version replays.
+
+Its bytes are a function of the state alone (never of the history that made
+it), so a fold, a rebuild and the format upgrade all write the same bytes.
+With ``P = run ␀`` and ``N = len(name) (2 bytes, big-endian) name``::
+
+    state           P               -> {"at": checkpoint seq, "keys": {name: None | [closed, tail]}}
+    state           P N             -> the value of a key that is not a list
+    state           P N ff ff ff ff -> a list's open tail chunk (absent when empty)
+    state_segments  P N c index(4)  -> a closed chunk of a list
+    state_segments  P N g first(4)  -> the items of chunks first .. first+SEGMENT_CHUNKS-1
+
+Two tables, so a store can keep what every step rewrites (``state``: small) apart
+from what changes only when a chunk closes (``state_segments``: large).
+
+A list is cut into chunks greedily, item by item: a chunk closes once its
+items' encoded bytes reach ``CHUNK_BYTES`` (``tail`` counts the open one's).
+Each closed chunk is kept, and each full group of ``SEGMENT_CHUNKS`` of them is
+kept once more as one value, unless that is over ``GROUP_BYTES`` (items that
+large cost little to read one by one, and a second copy would double the
+device bytes of a 10 KB payload). An append rewrites only the small tail; a read
+takes O(n / SEGMENT_CHUNKS + SEGMENT_CHUNKS) values for n chunks. The chunks a
+group covers stay (the index holds a list about twice): deleting many keys in
+one commit made LMDB write several times the pages at every later commit
+(measured: 28 pages a step instead of 11 at K = 1,000, bench/physical.py).
+Every value but the groups fits in an LMDB page; a group is written once.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import msgspec
+
+from ..formats import Checkpoint, PendingWrite, Record, check_serializable, pack_value, unpack_value
+from ..formats.errors import CorruptIndex
+from .keys import run_prefix
+
+STATE, SEGMENTS = "state", "state_segments"  # hot entries (every step), closed segments
+CHUNK_BYTES = 512
+SEGMENT_CHUNKS = 64
+ITEM_BYTES = 512  # a run whose lists hold a larger item is not indexed (reads replay)
+GROUP_BYTES = 64 << 10  # a group bigger than this is not written: its chunks are read
+DEFERRED = -1  # in Checkpoint.writes: the checkpoint's own ``deferred`` ops
+Op = tuple[str, str, Any]
+Entry = tuple[str, bytes]  # (table, key)
+_LEN, _START = struct.Struct(">H"), struct.Struct(">I")
+_TAIL = b"\xff\xff\xff\xff"
+
+
+class Directory(msgspec.Struct, kw_only=True):
+    """Which keys a run's state has and how each is laid out, as of checkpoint ``at``."""
+
+    at: int
+    keys: dict[str, list[int] | None] = {}
+
+
+class Getter(Protocol):
+    def get(self, table: str, key: bytes) -> bytes | None: ...
+
+
+class Tables(Getter, Protocol):
+    """What the fold needs: derived-table access and the log's records."""
+
+    def put(self, table: str, key: bytes, value: bytes) -> None: ...
+    def delete(self, table: str, key: bytes) -> None: ...
+    def record(self, seq: int) -> Record: ...
+
+
+# -- keys ---------------------------------------------------------------------------
+def directory_key(run_id: str) -> bytes:
+    return run_prefix(run_id)
+
+
+def value_key(run_id: str, name: str) -> bytes:
+    raw = name.encode("utf-8", "surrogatepass")
+    return run_prefix(run_id) + _LEN.pack(len(raw)) + raw
+
+
+def _chunk(run_id: str, name: str, index: int) -> Entry:
+    return SEGMENTS, value_key(run_id, name) + b"c" + _START.pack(index)
+
+
+def _group(run_id: str, name: str, first: int) -> Entry:
+    return SEGMENTS, value_key(run_id, name) + b"g" + _START.pack(first)
+
+
+def _groups(closed: int) -> range:
+    """The first chunk of each full group of ``SEGMENT_CHUNKS`` chunks."""
+    return range(0, closed // SEGMENT_CHUNKS * SEGMENT_CHUNKS, SEGMENT_CHUNKS)
+
+
+def _tail(run_id: str, name: str) -> Entry:
+    return STATE, value_key(run_id, name) + _TAIL
+
+
+def load_directory(tables: Getter, run_id: str) -> Directory | None:
+    key = directory_key(run_id)
+    raw = tables.get(STATE, key)
+    return None if raw is None else unpack_value(raw, Directory, table=STATE, key=key)
+
+
+def keys_of_run(tables: Getter, run_id: str) -> list[Entry]:
+    """Every ``(table, key)`` held for ``run_id`` (retention clears them before a refold)."""
+    found = load_directory(tables, run_id)
+    return [] if found is None else _keys_in(run_id, found)
+
+
+def _keys_in(run_id: str, found: Directory) -> list[Entry]:
+    keys = [(STATE, directory_key(run_id))]
+    for name, spec in found.keys.items():
+        keys += _entry_keys(run_id, name, spec)
+    return keys
+
+
+def _entry_keys(run_id: str, name: str, spec: list[int] | None) -> list[Entry]:
+    if spec is None:
+        return [(STATE, value_key(run_id, name))]
+    closed, tail = spec
+    keys = [_chunk(run_id, name, i) for i in range(closed)]
+    keys += [_group(run_id, name, first) for first in _groups(closed)]  # where written
+    return keys + ([_tail(run_id, name)] if tail else [])
+
+
+# -- reading --------------------------------------------------------------------------
+def read(tables: Getter, run_id: str, seq: int) -> dict[str, Any] | None:
+    """The state at checkpoint ``seq`` if the index holds it (it is the run's newest), else None.
+
+    Raises:
+        CorruptIndex: a value's checksum fails, or one the directory names is missing.
+    """
+    found = load_directory(tables, run_id)
+    if found is None or found.at != seq:
+        return None
+    return {name: _value(tables, run_id, name, spec) for name, spec in found.keys.items()}
+
+
+def _value(tables: Getter, run_id: str, name: str, spec: list[int] | None) -> Any:
+    if spec is None:
+        return _get(tables, (STATE, value_key(run_id, name)))
+    closed, tail = spec
+    items: list[Any] = []
+    for first in _groups(closed):  # one value per group, or its chunks (a group too big)
+        group = _group(run_id, name, first)
+        if tables.get(*group) is not None:
+            items.extend(_get(tables, group))
+            continue
+        for i in range(first, first + SEGMENT_CHUNKS):
+            items.extend(_get(tables, _chunk(run_id, name, i)))
+    for i in range(closed // SEGMENT_CHUNKS * SEGMENT_CHUNKS, closed):
+        items.extend(_get(tables, _chunk(run_id, name, i)))
+    if tail:
+        items.extend(_get(tables, _tail(run_id, name)))
+    return items
+
+
+def _get(tables: Getter, entry: Entry) -> Any:
+    table, key = entry
+    raw = tables.get(table, key)
+    if raw is None:  # the directory names it: a missing entry is damage (doctor says so too)
+        raise CorruptIndex(table, key, "named by the run's state directory but missing")
+    return unpack_value(raw, table=table, key=key)
+
+
+# -- folding ----------------------------------------------------------------------------
+def delta_ops(record: Callable[[int], Record], cp: Checkpoint) -> Iterator[Op]:
+    """The ops a delta checkpoint applies, in replay order: the pending writes it
+    absorbed (``record`` reads them from the log), then its own ``ops``.
+
+    Raises:
+        KeyError: an absorbed pending write is not in the log.
+    """
+    for wseq in cp.writes:
+        if wseq == DEFERRED:
+            ops = cp.deferred
+        else:
+            write = record(wseq)
+            if not isinstance(write, PendingWrite):
+                raise KeyError(f"seq {wseq} is not a pending write")
+            ops = write.ops
+        yield from (op for op in ops if op[1] != "custom")  # their result comes as a `set`
+    yield from cp.ops
+
+
+def fold(tables: Tables, seq: int, cp: Checkpoint) -> None:
+    """Fold one checkpoint into its run's latest state.
+
+    A delta the index cannot fold (no entry for the run, an absorbed pending write
+    gone from the log, an op a replay could not apply either) leaves the run with
+    no entry: no entry beats a wrong one, and reads then replay the log. So does
+    a list item over ``ITEM_BYTES``: a second copy of large payloads would cost
+    more device bytes than the index saves (+25% a step at 1 KB, +85% at 10 KB,
+    measured by ``bench/physical.py``); the next full snapshot tries again.
+    """
+    run_id = cp.run_id
+    old = load_directory(tables, run_id)
+    batch = _Batch(tables)
+    stored = [] if old is None else _keys_in(run_id, old)
+    try:
+        if cp.full:
+            for table, key in stored:
+                batch.delete(table, key)
+            old = Directory(at=seq)
+            for name, value in (cp.state or {}).items():
+                _set(batch, run_id, old, name, value)
+        elif old is not None:
+            for name, kind, value in delta_ops(tables.record, cp):
+                _apply(batch, run_id, old, name, kind, value)
+        else:
+            return
+    except (KeyError, TypeError, _LargeItem):
+        for table, gone in stored:
+            tables.delete(table, gone)
+        return
+    old.at = seq
+    batch.put(STATE, directory_key(run_id), pack_value(old))
+    batch.flush()
+
+
+class _LargeItem(Exception):
+    """A list holds an item over ``ITEM_BYTES``: the run is left out of the index."""
+
+
+class _Batch:
+    """One fold's writes, kept until it ends: a key written twice is written once, and
+    a value rewritten with the same bytes (or deleted then put back) is not written."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+        self.pending: dict[Entry, bytes | None] = {}
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        if (table, key) in self.pending:
+            return self.pending[table, key]
+        return self.tables.get(table, key)
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self.pending[table, key] = value
+
+    def delete(self, table: str, key: bytes) -> None:
+        self.pending[table, key] = None
+
+    def record(self, seq: int) -> Record:
+        return self.tables.record(seq)
+
+    def flush(self) -> None:
+        for (table, key), value in self.pending.items():
+            stored = self.tables.get(table, key)
+            if value is None and stored is not None:
+                self.tables.delete(table, key)
+            elif value is not None and value != stored:
+                self.tables.put(table, key, value)
+
+
+def _apply(tables: Tables, run_id: str, found: Directory, key: str, kind: str,
+           value: Any) -> None:
+    """One op, as ``state.apply_op`` applies it to a dict."""
+    if kind == "set":
+        _set(tables, run_id, found, key, value)
+    elif kind == "append" and found.keys.get(key) is not None:
+        _append(tables, run_id, found, key, list(value))
+    elif kind == "append":
+        old = _value(tables, run_id, key, found.keys[key]) if key in found.keys else None
+        _set(tables, run_id, found, key, list(old or []) + list(value))
+    elif kind == "merge":
+        old = _value(tables, run_id, key, found.keys[key]) if key in found.keys else None
+        _set(tables, run_id, found, key, {**(old or {}), **value})
+
+
+def _set(tables: Tables, run_id: str, found: Directory, name: str, value: Any) -> None:
+    """Replace a key's value, dropping its old entries."""
+    if name in found.keys:
+        for table, key in _entry_keys(run_id, name, found.keys.pop(name)):
+            tables.delete(table, key)
+    if type(value) is list:
+        found.keys[name] = [0, 0]
+        _append(tables, run_id, found, name, value)
+    else:
+        found.keys[name] = None
+        tables.put(STATE, value_key(run_id, name), pack_value(value))
+
+
+def _append(tables: Tables, run_id: str, found: Directory, name: str, items: list[Any]) -> None:
+    """Add items to a chunked list: fill its tail; each chunk that closes joins the segments."""
+    spec = found.keys[name]
+    assert spec is not None
+    closed, tail_bytes = spec
+    tail: list[Any] = _get(tables, _tail(run_id, name)) if tail_bytes else []
+    for item in items:
+        tail.append(item)
+        size = len(check_serializable(item, name))
+        if size > ITEM_BYTES:
+            raise _LargeItem(name)
+        tail_bytes += size
+        if tail_bytes >= CHUNK_BYTES:
+            _close(tables, run_id, name, closed, tail)
+            closed, tail, tail_bytes = closed + 1, [], 0
+    if tail:
+        tables.put(*_tail(run_id, name), pack_value(tail))
+    elif spec[1]:
+        tables.delete(*_tail(run_id, name))
+    found.keys[name] = [closed, tail_bytes]
+
+
+def _close(tables: Tables, run_id: str, name: str, closed: int, chunk: list[Any]) -> None:
+    """Keep the chunk numbered ``closed``; the last of a group also writes the group."""
+    tables.put(*_chunk(run_id, name, closed), pack_value(chunk))
+    first = closed + 1 - SEGMENT_CHUNKS
+    if (closed + 1) % SEGMENT_CHUNKS == 0:
+        items: list[Any] = []
+        for i in range(first, closed):
+            items.extend(_get(tables, _chunk(run_id, name, i)))
+        group = pack_value(items + chunk)
+        if len(group) <= GROUP_BYTES:  # large items: reading them one by one costs little
+            tables.put(*_group(run_id, name, first), group)
