@@ -25,6 +25,7 @@ from typing import Any
 
 from ..engine.runtime import open as open_home
 from ..engine.store import WriteEvent
+from ..engine.vocabulary import Status
 from .measure import baseline_seconds
 from .workloads import Workload
 
@@ -56,7 +57,7 @@ def concurrent_runs(home: Path, runs: int, steps: int, *, durability: str = "dur
 
         def one(k: int) -> None:
             run = engine.start(flow.name, w.initial(), run_id=f"c{k}")
-            if str(run.status) != "DONE" or run.state != w.expected():
+            if run.status != Status.DONE or run.state != w.expected():
                 errors.append(f"run c{k} ended {run.status}")
 
         threads = [threading.Thread(target=_guarded(one, k, errors), name=f"bench-run-{k}")

@@ -37,6 +37,7 @@ from typing import Any
 import lmdb
 
 from ..engine.runtime import open as open_home
+from ..engine.vocabulary import Status
 from .measure import WARMUP, instrumented, warmup_flow
 from .policies import POLICIES, BenchPolicy, get
 from .workloads import Workload
@@ -86,7 +87,7 @@ def bide_row(w: Workload, p: BenchPolicy, root: Path) -> dict[str, Any]:
         engine.start("bench-warmup", WARMUP.initial(), run_id="warmup", policy=p.policy)
         with instrumented(engine) as seen, device_writes() as dev:
             run = engine.start(flow.name, w.initial(), run_id="r", policy=p.policy)
-        if str(run.status) != "DONE" or run.state != w.expected():
+        if run.status != Status.DONE or run.state != w.expected():
             raise AssertionError(f"{w.label} under {p.name} ended {run.status} with a wrong state")
     commits = len(seen["writes"])
     return _row("bide", f"{p.name} ({p.durability})", w.label, w.supersteps, commits,

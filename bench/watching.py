@@ -196,7 +196,8 @@ def finished_home(home: Path, runs: int, batch: int = 2000) -> None:
             records: list[Any] = []
             for i in range(start, min(start + batch, runs)):
                 run_id = f"done-{i:07d}"
-                records += [RunCreated(run_id=run_id, flow="lat", status="RUNNING", at=1.0),
+                records += [RunCreated(run_id=run_id, flow="lat", status=bide.Status.RUNNING,
+                                       at=1.0),
                             StatusChanged(run_id=run_id, status=bide.Status.DONE.value,
                                           at=2.0)]
             eng.store.commit(records)
