@@ -43,7 +43,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pgerrors
@@ -51,30 +50,16 @@ from psycopg import errors as pgerrors
 from ..formats import Record, decode, encode, pack_value
 from .errors import NewerStore, NotAHome, StoreError
 from .index import DERIVED, RUNS, apply, keys_of
+from .pg_home import is_url, redacted
 from .pg_reader import CREATE, HIGH_WATER, SCHEMA, PgReader, PgTables
 from .run_view import check_fence
 from .store import LEASES, Check, Logged, Observed, WriteEvent
 
-SCHEMES = ("postgresql://", "postgres://")
 PG_FORMAT = 1
 DURABILITIES = ("durable", "fast")
 _IDLE = 8  # connections kept open for reuse
 _RETRIABLE = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected)
 T = TypeVar("T")
-
-
-def is_url(home: object) -> bool:
-    """A home given as a PostgreSQL URL rather than a directory."""
-    return isinstance(home, str) and home.startswith(SCHEMES)
-
-
-def redacted(url: str) -> str:
-    """The URL without its password, for messages and ``Store.home``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class _Conn(NamedTuple):

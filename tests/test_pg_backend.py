@@ -1,0 +1,76 @@
+"""The engine on the PostgreSQL store: ``bide.open(url)``, the runtime suites, upkeep.
+
+Every test runs against the real server of ``tests/pg_cluster.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import bide
+import pytest
+from bide.engine import maintenance
+from bide.engine.errors import NotAHome
+
+pytest.importorskip("psycopg")
+
+TESTS = Path(__file__).parent
+SUITES = ("test_runtime.py", "test_intents.py", "test_approvals.py")
+
+
+def two_steps() -> bide.Flow:
+    flow = bide.Flow("steps")
+
+    @flow.node(start=True)
+    def one(state, ctx):
+        return {"n": 1}
+
+    @flow.node(after=["one"])
+    def two(state, ctx):
+        return {"n": state["n"] + 1}
+
+    return flow
+
+
+def test_runtime_intent_and_approval_tests_pass_on_postgres(pg_cluster) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
+         "--store", "postgres", *(str(TESTS / s) for s in SUITES)],
+        capture_output=True, text=True, timeout=600, cwd=TESTS.parent)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert " passed" in out.stdout and "failed" not in out.stdout
+    assert "skipped" not in out.stdout  # the inner session's server started too
+
+
+def test_bide_open_with_a_url_runs_and_reopens(pg_url: str, tmp_path: Path) -> None:
+    local = tmp_path / "local"
+    with bide.open(pg_url, local=local) as eng:
+        eng.register(two_steps())
+        assert eng.start("steps", run_id="r1").state == {"n": 2}
+        assert eng.store.home == pg_url and (local / "inbox").is_dir()
+    with bide.open(pg_url, local=local, create=False) as eng:
+        assert eng.get("r1").status == bide.Status.DONE
+    assert not (local / "store").exists()  # the records are in the database only
+
+
+def test_a_database_without_a_store_is_not_a_home_when_not_creating(pg_url: str,
+                                                                     tmp_path: Path) -> None:
+    with pytest.raises(NotAHome, match="no bide store"):
+        bide.open(pg_url, local=tmp_path / "l", create=False)
+
+
+def test_doctor_prune_and_stats_work_on_postgres(pg_url: str, tmp_path: Path) -> None:
+    with bide.open(pg_url, local=tmp_path / "l", durability="fast") as eng:
+        eng.register(two_steps())
+        eng.start("steps", run_id="r", policy=bide.Policy(snapshot="full"))
+        store = eng.store
+        assert maintenance.doctor(store).ok
+        assert maintenance.doctor(store, rebuild=True).ok
+        before = maintenance.stats(store)["total_records"]
+        pruned = maintenance.prune(store, keep=1)
+        assert pruned.records > 0 and pruned.runs_trimmed == {"r": pruned.records}
+        assert maintenance.stats(store)["total_records"] == before - pruned.records
+        assert maintenance.doctor(store).ok
+        assert eng.state("r") == {"n": 2}
