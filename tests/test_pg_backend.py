@@ -74,3 +74,28 @@ def test_doctor_prune_and_stats_work_on_postgres(pg_url: str, tmp_path: Path) ->
         assert maintenance.stats(store)["total_records"] == before - pruned.records
         assert maintenance.doctor(store).ok
         assert eng.state("r") == {"n": 2}
+
+
+def test_the_cli_reads_and_keeps_a_postgresql_home(pg_url: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from bide.cli import main
+    from click.testing import CliRunner
+
+    with bide.open(pg_url, local=tmp_path / "l", durability="fast") as eng:
+        eng.register(two_steps())
+        eng.start("steps", run_id="r", policy=bide.Policy(snapshot="full"))
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    shown = runner.invoke(main, ["show", "r", "--home", pg_url, "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert '"status": "DONE"' in shown.output
+    monkeypatch.setenv("BIDE_HOME", pg_url)
+    listed = runner.invoke(main, ["runs", "--json"])
+    assert listed.exit_code == 0 and '"r"' in listed.output, listed.output
+    assert runner.invoke(main, ["doctor"]).exit_code == 0
+    pruned = runner.invoke(main, ["prune", "--keep", "1"])
+    assert pruned.exit_code == 0, pruned.output
+    assert runner.invoke(main, ["doctor"]).exit_code == 0
+    missing = runner.invoke(main, ["show", "nope"])
+    assert missing.exit_code == 3 and "nope" in missing.output
+    assert not (tmp_path / ".bide").exists()  # reading commands made no local directory
