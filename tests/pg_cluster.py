@@ -34,7 +34,10 @@ STOP_DEADLINE = 30
 
 
 def _bin_dir() -> Path | None:
-    for d in (os.environ.get("BIDE_PG_BIN", ""), *BIN_DIRS):
+    """``$BIDE_PG_BIN`` alone when set (a test points it at binaries that fail), else the
+    first of ``BIN_DIRS`` that has them."""
+    chosen = os.environ.get("BIDE_PG_BIN")
+    for d in (chosen,) if chosen else BIN_DIRS:
         if d and (Path(d) / "initdb").is_file() and (Path(d) / "pg_ctl").is_file():
             return Path(d)
     return None
