@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import bide
@@ -99,3 +100,34 @@ def test_the_cli_reads_and_keeps_a_postgresql_home(pg_url: str, tmp_path: Path,
     missing = runner.invoke(main, ["show", "nope"])
     assert missing.exit_code == 3 and "nope" in missing.output
     assert not (tmp_path / ".bide").exists()  # reading commands made no local directory
+
+
+def test_bad_urls_and_an_unreachable_server_are_clear_errors(tmp_path: Path) -> None:
+    from bide.engine.errors import StoreError
+    from bide.engine.pg_home import redacted
+    from bide.engine.pg_store import PostgresStore
+
+    with pytest.raises(ValueError, match="postgresql:// URL"):
+        PostgresStore("mysql://x/db")
+    with pytest.raises(ValueError, match="durability"):
+        PostgresStore("postgresql://x/db", durability="sometimes")
+    nowhere = f"postgresql://bob:s3cret@/db?host={tmp_path}"  # no server listens there
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="cannot reach PostgreSQL") as caught:
+        PostgresStore(nowhere, reconnect_timeout=0.5)
+    assert time.monotonic() - started < 5
+    assert "s3cret" not in str(caught.value) and "bob:***@" in str(caught.value)
+    assert redacted("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+def test_durability_maps_to_synchronous_commit(pg_url: str) -> None:
+    from bide.engine.pg_store import PostgresStore
+
+    for durability, setting in (("durable", "on"), ("fast", "off")):
+        store = PostgresStore(pg_url, durability=durability)
+        try:
+            with store.reader() as r:
+                assert r.conn.execute("SHOW synchronous_commit").fetchone() == (setting,)
+            assert store.info()["durability"] == durability
+        finally:
+            store.close()

@@ -201,3 +201,42 @@ def test_many_threads_committing_to_many_runs_lose_nothing(store):
         assert r.head("a").records == r.head("b").records == 2 + 40
         seqs = [s for s, _ in r.log()]
         assert len(seqs) == len(set(seqs)) == 4 + 80
+
+
+def test_racing_lease_takers_on_one_run_let_exactly_one_win(pg_url):
+    """Each taker reads the head, refuses a held lease, and writes the next token: the
+    read and the write must be one atomic step, as under LMDB's single writer."""
+    store = PostgresStore(f"{pg_url}&{TIMEOUTS}", durability="fast")
+    try:
+        store.commit([RunCreated(run_id="r", flow="f", at=1.0)])
+        go, all_read = threading.Event(), threading.Barrier(6, timeout=WAIT)
+
+        def take(me: str) -> list[int]:
+            calls = []
+
+            def build(reader: Any) -> list[Any]:
+                head = reader.head("r")
+                if head.lease_owner is not None:
+                    raise LookupError(f"held by {head.lease_owner}")
+                calls.append(1)
+                if len(calls) == 1:  # every taker has read "free" before any writes
+                    all_read.wait()
+                return [LeaseAcquired(run_id="r", owner=me, token=head.lease_token + 1,
+                                      expires_at=9e12)]
+
+            assert go.wait(WAIT)
+            return store.commit(build)
+
+        takers = [in_thread(f"taker{i}", lambda i=i: take(f"w{i}")) for i in range(6)]
+        go.set()
+        won, lost = [], []
+        for thread, out in takers:
+            try:
+                won.append(joined(thread, out))
+            except LookupError as exc:
+                lost.append(exc)
+        assert len(won) == 1 and len(lost) == 5
+        with store.reader() as r:
+            assert r.head("r").lease_token == 1 and r.head("r").records == 2
+    finally:
+        store.close()
