@@ -37,6 +37,7 @@ Decisions (DESIGN.md, "Beyond one machine"), and why:
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -148,6 +149,7 @@ class PostgresStore(Observed):
         self.reconnect_timeout = reconnect_timeout
         self._pool = _Pool(url, self.home, durability, reconnect_timeout)
         self._closed = False
+        self._pid = os.getpid()
         try:
             self._open(create)
         except BaseException:
@@ -188,6 +190,9 @@ class PostgresStore(Observed):
     def _guard(self) -> None:
         if self._closed:
             raise StoreError(f"the store at {self.home} is closed", path=self.home)
+        if os.getpid() != self._pid:  # a forked child would share the parent's sockets
+            raise StoreError("this store was opened before fork(); open it again in the child",
+                             path=self.home)
 
     # -- reading -----------------------------------------------------------
     @contextmanager
@@ -295,6 +300,15 @@ class PostgresStore(Observed):
     def _landed(self, lost: _Conn, found: Callable[[PgReader, T], bool], result: T) -> bool:
         """Did a commit whose connection died land? Asked once its session has ended."""
         deadline = time.monotonic() + self.reconnect_timeout
+        try:
+            return self._wait_and_look(lost, found, result, deadline)
+        except psycopg.Error as exc:
+            raise StoreError(f"a commit to {self.home} has an unknown outcome: the server "
+                             f"could not be asked ({exc}); read the run before going on",
+                             path=self.home) from exc
+
+    def _wait_and_look(self, lost: _Conn, found: Callable[[PgReader, T], bool], result: T,
+                       deadline: float) -> bool:
         c = self._pool.connect(deadline)
         try:
             while c.conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s AND "
