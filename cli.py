@@ -43,8 +43,7 @@ from . import (
 )
 from . import compact as compact_home
 from . import open as open_home
-from .engine.pg_home import is_url  # which homes are PostgreSQL URLs: one rule, the engine's
-from .engine.render import (  # the one internal module the CLI uses for output: text for people
+from .engine.render import (  # the one internal module the CLI uses: text for people
     ago,
     clip,
     fields,
@@ -91,13 +90,14 @@ def _fail(exc: BaseException, code: int) -> None:
 
 
 class HomeParam(click.ParamType):
-    """A home directory, or a ``postgresql://`` URL kept as it is (a Path would fold its ``//``)."""
+    """A home directory, or a URL (``postgresql://...``) kept as text for ``bide.open`` to
+    judge: a Path would fold its ``//``."""
 
     name = "HOME"
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> Path | str:
-        return value if is_url(value) else Path(value)
+        return value if "://" in str(value) else Path(value)
 
 
 HOME = HomeParam()

@@ -60,7 +60,12 @@ class Engine(Surface):
                  create: bool = True, map_size: int = DEFAULT_MAP_SIZE,
                  max_size: int = DEFAULT_MAX_SIZE, lease_ttl: float = 30.0,
                  approval_key: bytes | str | None = None,
-                 clock: Callable[[], float] = time.time, store: Store | None = None) -> None:
+                 clock: Callable[[], float] = time.time, store: Store | None = None,
+                 local: str | os.PathLike[str] | None = None) -> None:
+        if pg_home.is_url(home):  # the records in that database; this host's files in `local`
+            store = pg_home.open_store(str(home), durability=durability, create=create,
+                                       clock=clock)
+            home = local if local is not None else ".bide"
         self.home = Path(home)
         # ``store``: records kept elsewhere than ``<home>/store`` (the home still holds
         # the inbox); the engine then uses its durability
@@ -543,12 +548,9 @@ def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
         local: with a PostgreSQL home, this host's directory for the inbox and the
             request files (default ``.bide``).
     """
-    if pg_home.is_url(home):
-        store = pg_home.open_store(str(home), durability=durability, create=create, clock=clock)
-        home = local if local is not None else ".bide"
     return Engine(home, durability=durability, create=create, map_size=map_size,
                   max_size=max_size, lease_ttl=lease_ttl, approval_key=approval_key,
-                  clock=clock, store=store)
+                  clock=clock, store=store, local=local)
 
 
 __all__ = ["Engine", "FINISHED", "open"]
