@@ -248,9 +248,9 @@ class PostgresStore(Observed):
             raise StoreError(f"the store at {self.home} is read-only: {self.readonly}",
                              path=self.home)
         deadline = time.monotonic() + self.reconnect_timeout
-        for attempt in range(1, 1_000_000):
-            if time.monotonic() > deadline:
-                break
+        attempt = 0
+        while time.monotonic() <= deadline:
+            attempt += 1
             c = self._begin("BEGIN ISOLATION LEVEL SERIALIZABLE")
             try:
                 txn = PgTables(c.conn)
