@@ -94,10 +94,14 @@ class _Pool:
                                      path=self.shown) from exc
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
-        if self.durability == "fast":
-            conn.execute("SET synchronous_commit TO off")
-        row = conn.execute("SELECT pid, backend_start FROM pg_stat_activity "
-                           "WHERE pid = pg_backend_pid()").fetchone()
+        try:
+            if self.durability == "fast":
+                conn.execute("SET synchronous_commit TO off")
+            row = conn.execute("SELECT pid, backend_start FROM pg_stat_activity "
+                               "WHERE pid = pg_backend_pid()").fetchone()
+        except BaseException:
+            conn.close()  # a half-set-up connection is never pooled nor leaked
+            raise
         assert row is not None  # our own session is always listed
         return _Conn(conn, int(row[0]), row[1])
 

@@ -150,9 +150,11 @@ def test_a_commit_whose_connection_died_during_commit_is_found_not_redone(pg_clu
         with store.reader() as r:
             assert [s for s, _ in r.log()] == [0, 1, 2]
     finally:
-        _standby_names(admin, "")
-        admin.close()
-        store.close()
+        try:
+            _standby_names(admin, "")
+        finally:
+            admin.close()
+            store.close()
 
 
 def _standby_names(admin: Any, names: str) -> None:
