@@ -89,13 +89,27 @@ def _fail(exc: BaseException, code: int) -> None:
     raise click.exceptions.Exit(code)
 
 
+class HomeParam(click.ParamType):
+    """A home directory, or a URL (``postgresql://...``) kept as text for ``bide.open`` to
+    judge: a Path would fold its ``//``."""
+
+    name = "HOME"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Path | str:
+        return value if "://" in str(value) else Path(value)
+
+
+HOME = HomeParam()
+
+
 def common_options(fn: F) -> F:
     """``--home`` and ``--json``, shared by every command."""
     fn = click.option("--json", "as_json", is_flag=True,
                       help="Print JSON instead of a table.")(fn)
-    fn = click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME",
+    fn = click.option("--home", type=HOME, envvar="BIDE_HOME",
                       default=".bide", show_default=True, show_envvar=True,
-                      help="The bide home directory.")(fn)
+                      help="The bide home directory, or a postgresql:// URL.")(fn)
     return fn
 
 
@@ -550,7 +564,7 @@ def pending(home: Path, as_json: bool) -> None:
 
 @main.command()
 @click.argument("approval_id", metavar="APPROVAL")
-@click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME", default=".bide",
+@click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
               show_default=True, help="The bide home directory.")
 @click.option("--reject", is_flag=True, help="Reject instead of approve.")
 @click.option("--decision", type=click.Choice([d.value for d in Decision]),
@@ -598,7 +612,7 @@ def _json_arg(text: str) -> Any:
 
 @main.command()
 @click.argument("flow_name", metavar="FLOW")
-@click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME", default=".bide",
+@click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
               show_default=True, help="The bide home directory (created if missing).")
 @click.option("--input", "input_json", default="{}", help="The run's input, as a JSON object.")
 @click.option("--run-id", type=RUN_ID, help="The run id (generated when absent).")
@@ -632,7 +646,7 @@ def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 
 
 @main.command()
-@click.option("--home", type=click.Path(path_type=Path), envvar="BIDE_HOME", default=".bide",
+@click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
               show_default=True, help="The bide home directory (created if missing).")
 @click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
               help="Flows to run (a Flow, or a list or tuple of Flows); repeat for more.")

@@ -20,7 +20,7 @@ from ..formats import (
     check_serializable,
 )
 from ..formats.errors import NotSerializable
-from . import attention, faults, signing
+from . import attention, faults, pg_home, signing
 from .approvals import check_decision, decided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
@@ -60,7 +60,12 @@ class Engine(Surface):
                  create: bool = True, map_size: int = DEFAULT_MAP_SIZE,
                  max_size: int = DEFAULT_MAX_SIZE, lease_ttl: float = 30.0,
                  approval_key: bytes | str | None = None,
-                 clock: Callable[[], float] = time.time, store: Store | None = None) -> None:
+                 clock: Callable[[], float] = time.time, store: Store | None = None,
+                 local: str | os.PathLike[str] | None = None) -> None:
+        if pg_home.is_url(home):  # the records in that database; this host's files in `local`
+            store = pg_home.open_store(str(home), durability=durability, create=create,
+                                       clock=clock)
+            home = local if local is not None else ".bide"
         self.home = Path(home)
         # ``store``: records kept elsewhere than ``<home>/store`` (the home still holds
         # the inbox); the engine then uses its durability
@@ -512,8 +517,12 @@ def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
          durability: str = "durable", create: bool = True, map_size: int = DEFAULT_MAP_SIZE,
          max_size: int = DEFAULT_MAX_SIZE, lease_ttl: float = 30.0,
          approval_key: bytes | str | None = None,
-         clock: Callable[[], float] = time.time, store: Store | None = None) -> Engine:
+         clock: Callable[[], float] = time.time, store: Store | None = None,
+         local: str | os.PathLike[str] | None = None) -> Engine:
     """Open a bide home (created if missing, unless ``create=False``).
+
+    ``home`` is a directory, or a ``postgresql://`` URL: the records then live in
+    that database (``pip install 'bide[postgres]'``), shared by every host.
 
     Args:
         durability: ``"durable"`` fsyncs every commit; ``"fast"`` survives a killed
@@ -526,10 +535,12 @@ def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
         store: keep the records in this ``Store`` (e.g. ``MemoryStore``) instead of
             ``<home>/store``; the home still holds the inbox, and the store's own
             durability applies.
+        local: with a PostgreSQL home, this host's directory for the inbox and the
+            request files (default ``.bide``).
     """
     return Engine(home, durability=durability, create=create, map_size=map_size,
                   max_size=max_size, lease_ttl=lease_ttl, approval_key=approval_key,
-                  clock=clock, store=store)
+                  clock=clock, store=store, local=local)
 
 
 __all__ = ["Engine", "FINISHED", "open"]

@@ -18,7 +18,7 @@ def home(tmp_path: Path) -> Path:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--store", choices=("lmdb", "memory"), default="lmdb",
+    parser.addoption("--store", choices=("lmdb", "memory", "postgres"), default="lmdb",
                      help="the backend the `engine` fixture keeps its records in")
 
 
@@ -28,9 +28,12 @@ def engine(home: Path, request: pytest.FixtureRequest):
     if request.config.getoption("--store") == "memory":
         from bide.engine.memory_store import SCHEME, MemoryStore
         store = MemoryStore(f"{SCHEME}{home}", durability="fast")
+    elif request.config.getoption("--store") == "postgres":  # tests/pg_cluster.py's server
+        from bide.engine.pg_store import PostgresStore
+        store = PostgresStore(request.getfixturevalue("pg_url"), durability="fast")
     with bide.open(home, durability="fast", store=store) as eng:
         yield eng
-    if store is not None:  # the run really lived in memory: no LMDB file was made
+    if store is not None:  # the run really lived elsewhere: no LMDB file was made
         assert not (home / "store").exists()
 
 

@@ -49,7 +49,12 @@ def finish(home, counter, durability, action="resume"):
 @pytest.mark.parametrize("mode", ["kill", "exit"])
 @pytest.mark.parametrize("fault", FAULTS)
 def test_crash_then_resume_in_a_new_process(tmp_path, fault, mode, durability):
-    home, counter = tmp_path / "home", tmp_path / "effects.log"
+    crash_then_resume(tmp_path / "home", tmp_path / "effects.log", fault, mode, durability)
+
+
+def crash_then_resume(home, counter, fault: str, mode: str, durability: str) -> None:
+    """Kill chain_app at ``fault``, resume it in a new process, check every count
+    (also run on PostgreSQL by test_pg_crash.py, with a URL as ``home``)."""
     crashed = run_app("chain_app.py", str(home), str(counter), "start", "r1", durability,
                       fault=f"{fault}:{mode}")
     assert crashed.returncode in (-9, 137), crashed.stderr  # it really died there

@@ -1,6 +1,7 @@
-"""One contract suite for every Store implementation: LMDB and in-memory.
+"""One contract suite for every Store implementation: LMDB, in-memory and PostgreSQL.
 
-Tests taking ``open_store`` run against both backends. Tests that are about
+Tests taking ``open_store`` run against every backend (PostgreSQL on the
+throwaway cluster of ``tests/pg_cluster.py``, one database per home). Tests that are about
 LMDB itself (map growth, size limit, files on disk, other processes) call
 ``lmdb_only`` or open ``LMDBStore`` directly.
 """
@@ -29,15 +30,33 @@ def _memory(home: Path, **kw) -> MemoryStore:
     return MemoryStore(f"{memory_store.SCHEME}{home}", **kw)
 
 
-BACKENDS = {"lmdb": lambda home, **kw: LMDBStore(home, **kw), "memory": _memory}
+BACKENDS = {"lmdb": lambda home, **kw: LMDBStore(home, **kw), "memory": _memory,
+            "postgres": None}  # needs the cluster: made in `open_store`
+
+
+def _postgres(request):
+    """Homes -> databases of the test cluster: one database per home, the same on reopen."""
+    from bide.engine.pg_store import PostgresStore
+
+    cluster, databases = request.getfixturevalue("pg_cluster"), {}
+    request.addfinalizer(lambda: [cluster.drop_database(d) for d in databases.values()])
+
+    def make(home: Path, **kw) -> PostgresStore:
+        kw.pop("map_size", None), kw.pop("max_size", None)  # LMDB's knobs
+        if home not in databases:
+            databases[home] = cluster.create_database()
+        return PostgresStore(cluster.url(databases[home]), **kw)
+
+    return make
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def open_store(request, tmp_path):
     opened = []
+    backend = _postgres(request) if request.param == "postgres" else BACKENDS[request.param]
 
     def make(home: Path | None = None, **kw):
-        store = BACKENDS[request.param](home or tmp_path / "home", **kw)
+        store = backend(home or tmp_path / "home", **kw)
         opened.append(store)
         return store
 

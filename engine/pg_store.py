@@ -1,0 +1,439 @@
+"""The PostgreSQL implementation of ``Store``: one home shared by workers on many hosts.
+
+Decisions (DESIGN.md, "Beyond one machine"), and why:
+
+- **One global sequence for seqs, gaps and skew tolerated.** A seq names a
+  record everywhere (``Reader.record``, checkpoint bases, the run log's keys),
+  as in LMDB, so the record formats and ``index.apply`` stay the same. The
+  sequence is not transactional, so allocating a seq never waits for another
+  commit; the price is gaps (a rolled-back commit's seqs are never used) and,
+  between runs, commit order that differs from seq order. Nothing reads the
+  log across runs expecting commit order: a run's own records are ordered by
+  its head-row lock below, and ``last_seq`` is read from the log, not the
+  sequence. Per-run sequences were rejected: every seq in the formats would
+  become a pair.
+- **No global lock.** Every write transaction is SERIALIZABLE and retried when
+  PostgreSQL reports a serialization failure or deadlock: a ``check`` and the
+  records it allows stay atomic (as under LMDB's single writer) without
+  knowing up front which runs a commit touches, and transactions of different
+  runs run side by side. A fenced commit (and ``renew_lease``) first takes
+  ``SELECT ... FOR UPDATE`` on the run's head row: one run's commits and lease
+  changes queue behind each other; other runs' do not.
+- **Fencing in the transaction.** The fence is checked (``run_view.check_fence``)
+  after that row lock, in the same transaction as the write.
+- **Durability.** ``durable`` is the server's ``synchronous_commit=on``; ``fast``
+  sets ``synchronous_commit=off`` on this store's connections (a server crash
+  may lose the last commits, never half of one).
+- **A COMMIT whose connection died has an unknown outcome.** It is not assumed
+  either way: the store waits until the old server process is gone, then looks
+  for the commit's first seq (seqs are unique to one transaction). Found: it
+  committed, and the seqs are returned. Not found: nothing of it exists and the
+  whole transaction (check included) is run again. Other writes (delete, lease
+  renewal, rebuild) are idempotent and are simply run again.
+- Connections are kept in a small pool, one per thread at a time (a thread
+  that reads while it commits holds two), reconnecting within
+  ``reconnect_timeout`` when the server restarts.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple, TypeVar
+
+import psycopg
+from psycopg import errors as pgerrors
+
+from ..formats import Record, decode, encode, pack_value
+from .errors import NewerStore, NotAHome, StoreError
+from .index import DERIVED, RUNS, apply, keys_of
+from .pg_home import is_url, redacted
+from .pg_reader import CREATE, HIGH_WATER, SCHEMA, PgReader, PgTables
+from .run_view import check_fence
+from .store import LEASES, Check, Logged, Observed, WriteEvent
+
+PG_FORMAT = 1
+DURABILITIES = ("durable", "fast")
+_IDLE = 8  # connections kept open for reuse
+_RETRIABLE = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected)
+T = TypeVar("T")
+
+
+class _Conn(NamedTuple):
+    """A connection and the server process serving it (to know when it is gone)."""
+
+    conn: psycopg.Connection[Any]
+    pid: int
+    started: Any
+
+
+class _Pool:
+    """Connections for one store object; a broken one is dropped, never reused."""
+
+    def __init__(self, url: str, shown: str, durability: str, timeout: float) -> None:
+        self.url, self.shown, self.durability, self.timeout = url, shown, durability, timeout
+        self._idle: list[_Conn] = []
+        self._lock = threading.Lock()
+
+    def connect(self, deadline: float | None = None) -> _Conn:
+        """A new connection, retried until ``deadline`` while the server is unreachable."""
+        deadline = deadline if deadline is not None else time.monotonic() + self.timeout
+        pause = 0.05
+        while True:
+            try:
+                conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10,
+                                       application_name="bide")
+                break
+            except psycopg.OperationalError as exc:  # refused or down: the server restarts
+                if time.monotonic() + pause > deadline:
+                    raise StoreError(f"cannot reach PostgreSQL at {self.shown}: {exc}",
+                                     path=self.shown) from exc
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+        try:
+            if self.durability == "fast":
+                conn.execute("SET synchronous_commit TO off")
+            row = conn.execute("SELECT pid, backend_start FROM pg_stat_activity "
+                               "WHERE pid = pg_backend_pid()").fetchone()
+        except BaseException:
+            conn.close()  # a half-set-up connection is never pooled nor leaked
+            raise
+        assert row is not None  # our own session is always listed
+        return _Conn(conn, int(row[0]), row[1])
+
+    def take(self) -> _Conn:
+        with self._lock:
+            while self._idle:
+                c = self._idle.pop()
+                if not c.conn.closed and not c.conn.broken:
+                    return c
+        return self.connect()
+
+    def give(self, c: _Conn) -> None:
+        if c.conn.closed or c.conn.broken:
+            return
+        with self._lock:
+            if len(self._idle) < _IDLE:
+                self._idle.append(c)
+                return
+        c.conn.close()
+
+    def drop(self, c: _Conn) -> None:
+        try:
+            c.conn.close()
+        except psycopg.Error:  # closing a dead connection: nothing left to release
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for c in idle:
+            self.drop(c)
+
+
+class PostgresStore(Observed):
+    """A home's records in a PostgreSQL database (see the module docstring)."""
+
+    readonly: str | None = None
+
+    def __init__(self, url: str, *, durability: str = "durable", create: bool = True,
+                 clock: Callable[[], float] = time.time,
+                 reconnect_timeout: float = 30.0) -> None:
+        if not is_url(url):
+            raise ValueError(f"a PostgreSQL home is a postgresql:// URL, not {url!r}")
+        if durability not in DURABILITIES:
+            raise ValueError(f"durability must be one of {DURABILITIES}, not {durability!r}")
+        self.url = url
+        self.home = self.path = redacted(url)
+        self.durability, self.clock = durability, clock
+        self.reconnect_timeout = reconnect_timeout
+        self._pool = _Pool(url, self.home, durability, reconnect_timeout)
+        self._closed = False
+        self._pid = os.getpid()
+        try:
+            self._open(create)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifecycle ---------------------------------------------------------
+    def _open(self, create: bool) -> None:
+        c = self._pool.take()
+        try:
+            conn = c.conn
+            if conn.execute("SELECT pg_is_in_recovery()").fetchone() == (True,):
+                self.readonly = "the server is a read-only standby"
+            if conn.execute(f"SELECT to_regclass('{SCHEMA}.meta')").fetchone() == (None,):
+                if not create or self.readonly is not None:
+                    raise NotAHome(self.home, "the database has no bide store; open it once "
+                                   "with create=True (bide.open does) to make one")
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext('bide.create'))")
+                    for sql in CREATE:
+                        conn.execute(sql)
+                    conn.execute(f"INSERT INTO {SCHEMA}.meta VALUES ('format', %s), "
+                                 "('created', %s) ON CONFLICT DO NOTHING",
+                                 (str(PG_FORMAT), repr(time.time())))
+            row = conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'format'").fetchone()
+            if row is not None and int(row[0]) > PG_FORMAT:
+                raise NewerStore(self.home, int(row[0]), PG_FORMAT)
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL error at {self.home}: {exc}", path=self.home) from exc
+        finally:
+            self._pool.give(c)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._pool.close()
+
+    def _guard(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store at {self.home} is closed", path=self.home)
+        if os.getpid() != self._pid:  # a forked child would share the parent's sockets
+            raise StoreError("this store was opened before fork(); open it again in the child",
+                             path=self.home)
+
+    # -- reading -----------------------------------------------------------
+    @contextmanager
+    def reader(self) -> Iterator[PgReader]:
+        """A REPEATABLE READ snapshot; a connection the server dropped is replaced."""
+        self._guard()
+        c = self._begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            yield PgReader(c.conn)
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL error at {self.home}: {exc}", path=self.home) from exc
+        finally:
+            self._end(c)
+
+    def _begin(self, sql: str) -> _Conn:
+        """A connection with a transaction begun; an idle one found dead is replaced."""
+        deadline = time.monotonic() + self.reconnect_timeout
+        while True:
+            c = self._pool.take()
+            try:
+                c.conn.execute(sql)
+                c.conn.execute("SELECT 1")  # the snapshot is taken at the first query, not BEGIN
+                return c
+            except psycopg.OperationalError as exc:
+                self._pool.drop(c)
+                if not c.conn.broken or time.monotonic() > deadline:
+                    raise StoreError(f"PostgreSQL error at {self.home}: {exc}",
+                                     path=self.home) from exc
+
+    def _end(self, c: _Conn) -> None:
+        """Roll back whatever is open and give the connection back (or drop it)."""
+        if not c.conn.broken:
+            try:
+                c.conn.execute("ROLLBACK")
+            except psycopg.Error:  # the server went away meanwhile
+                self._pool.drop(c)
+                return
+        self._pool.give(c)
+
+    # -- writing -----------------------------------------------------------
+    def _write(self, body: Callable[[PgTables], T], *, lock_run: str | None = None,
+               landed: Callable[[PgReader, T], bool] | None = None) -> T:
+        """Run ``body`` in one SERIALIZABLE transaction and commit it, retrying conflicts.
+
+        Args:
+            lock_run: take this run's head row lock first (fenced commits, leases).
+            landed: after a COMMIT whose connection died, whether ``body``'s result
+                is in the store (read on a new connection once the old session is
+                gone); None: run ``body`` again (idempotent writes).
+        """
+        self._guard()
+        if self.readonly is not None:
+            raise StoreError(f"the store at {self.home} is read-only: {self.readonly}",
+                             path=self.home)
+        deadline = time.monotonic() + self.reconnect_timeout
+        attempt = 0
+        while time.monotonic() <= deadline:
+            attempt += 1
+            c = self._begin("BEGIN ISOLATION LEVEL SERIALIZABLE")
+            try:
+                txn = PgTables(c.conn)
+                if lock_run is not None:
+                    c.conn.execute(f"SELECT 1 FROM {SCHEMA}.kv WHERE tbl = %s AND key = %s "
+                                   "FOR UPDATE", (RUNS, lock_run.encode()))
+                result = body(txn)
+                txn.flush()
+            except _RETRIABLE:
+                self._end(c)
+                _backoff(attempt)
+                continue
+            except psycopg.OperationalError as exc:
+                if not c.conn.broken:
+                    self._end(c)
+                    raise StoreError(f"PostgreSQL error at {self.home}: {exc}",
+                                     path=self.home) from exc
+                self._pool.drop(c)  # lost before COMMIT was sent: nothing was committed
+                continue
+            except psycopg.Error as exc:
+                self._end(c)
+                raise StoreError(f"PostgreSQL error at {self.home}: {exc}",
+                                 path=self.home) from exc
+            except BaseException:
+                self._end(c)
+                raise
+            try:
+                c.conn.execute("COMMIT")
+            except _RETRIABLE:  # refused at COMMIT (SSI): nothing written
+                self._end(c)
+                _backoff(attempt)
+                continue
+            except psycopg.OperationalError as exc:
+                if not c.conn.broken:
+                    self._end(c)
+                    raise StoreError(f"PostgreSQL error at {self.home}: {exc}",
+                                     path=self.home) from exc
+                self._pool.drop(c)
+                if landed is not None and self._landed(c, landed, result):
+                    return result
+                continue  # not committed (or idempotent): run the whole transaction again
+            self._pool.give(c)
+            return result
+        raise StoreError(f"could not commit to {self.home} within {self.reconnect_timeout}s "
+                         "(the server kept refusing or was unreachable)", path=self.home)
+
+    def _landed(self, lost: _Conn, found: Callable[[PgReader, T], bool], result: T) -> bool:
+        """Did a commit whose connection died land? Asked once its session has ended."""
+        deadline = time.monotonic() + self.reconnect_timeout
+        try:
+            return self._wait_and_look(lost, found, result, deadline)
+        except psycopg.Error as exc:
+            raise StoreError(f"a commit to {self.home} has an unknown outcome: the server "
+                             f"could not be asked ({exc}); read the run before going on",
+                             path=self.home) from exc
+
+    def _wait_and_look(self, lost: _Conn, found: Callable[[PgReader, T], bool], result: T,
+                       deadline: float) -> bool:
+        c = self._pool.connect(deadline)
+        try:
+            while c.conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s AND "
+                                 "backend_start = %s", (lost.pid, lost.started)).fetchone():
+                if time.monotonic() > deadline:
+                    raise StoreError(f"a commit to {self.home} has an unknown outcome: its "
+                                     f"server process {lost.pid} is still running",
+                                     path=self.home)
+                time.sleep(0.05)
+            return found(PgReader(c.conn), result)
+        finally:
+            self._pool.give(c)
+
+    def commit(self, records: Sequence[Record] | Callable[[PgReader], Sequence[Record]],
+               *, check: Check | None = None,
+               fence: tuple[str, int] | None = None) -> list[int]:
+        framed = None if callable(records) else [encode(r) for r in records]
+
+        def body(txn: PgTables) -> list[int]:
+            if fence is not None:
+                check_fence(txn, *fence, self.clock())
+            if check is not None:
+                check(txn)
+            batch = records(txn) if callable(records) else records
+            if not batch:
+                return []
+            raws = framed if framed is not None else [encode(r) for r in batch]
+            seqs = sorted(int(row[0]) for row in txn.conn.execute(
+                f"SELECT nextval('{SCHEMA}.seq') FROM generate_series(1, %s)",
+                (len(batch),)).fetchall())
+            txn.append(list(zip(seqs, raws, strict=True)))
+            for seq, record, raw in zip(seqs, batch, raws, strict=True):
+                apply(txn, seq, len(raw), record)
+            return seqs
+
+        def landed(r: PgReader, seqs: list[int]) -> bool:
+            return not seqs or r.raw(seqs[0]) is not None
+
+        lock = None if fence is None else fence[0]
+        return self._observed_commit(lambda: self._write(body, lock_run=lock, landed=landed),
+                                     fence)
+
+    def delete(self, select: Callable[[PgReader], Iterable[int]]) -> list[int]:
+        """Remove log records and refold their runs, as ``LMDBStore.delete`` does."""
+        def body(txn: PgTables) -> list[int]:
+            doomed: dict[int, Record] = {}
+            for seq in set(select(txn)):
+                raw = txn.raw(seq)
+                if raw is not None:
+                    doomed[seq] = decode(raw, key=seq)
+            for run_id in sorted({r.run_id for r in doomed.values()}):  # type: ignore[attr-defined]
+                _refold(txn, run_id, doomed)
+            if doomed:
+                txn.conn.execute(f"DELETE FROM {SCHEMA}.log WHERE seq = ANY(%s)", (list(doomed),))
+                txn.conn.execute(
+                    f"INSERT INTO {SCHEMA}.meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
+                    f"SET value = greatest({SCHEMA}.meta.value::bigint, "
+                    "EXCLUDED.value::bigint)::text", (HIGH_WATER, str(max(doomed))))
+            return sorted(doomed)
+
+        removed = self._write(body)
+        self._notify(WriteEvent("delete", tuple(removed)))
+        return removed
+
+    def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
+        def body(txn: PgTables) -> bool:
+            head = txn.head(run_id)
+            if head is None or head.lease_token != token or head.lease_owner is None:
+                return False
+            txn.put(LEASES, run_id.encode(), pack_value([token, expires_at]))
+            return True
+
+        renewed = self._write(body, lock_run=run_id)
+        self._notify(WriteEvent("renew_lease", fence=(run_id, token), refused=not renewed))
+        return renewed
+
+    def rebuild_indexes(self, load: Callable[[PgReader], Iterable[Logged]]) -> int:
+        def body(txn: PgTables) -> int:
+            records = list(load(txn))
+            for name in DERIVED:
+                txn.clear(name)
+            for seq, size, record in records:
+                apply(txn, seq, size, record)
+            return len(records)
+
+        return self._write(body)
+
+    # -- maintenance -------------------------------------------------------
+    def spend_reserve(self) -> bool:
+        return False  # the server manages its own disk
+
+    def info(self) -> dict[str, Any]:
+        with self.reader() as r:
+            used, readers = r.conn.execute(
+                f"SELECT pg_total_relation_size('{SCHEMA}.log') + "
+                f"pg_total_relation_size('{SCHEMA}.kv') + pg_total_relation_size('{SCHEMA}.meta'), "
+                "(SELECT count(*) FROM pg_stat_activity WHERE datname = current_database())"
+            ).fetchone()
+        return {"map_size": int(used), "used_bytes": int(used), "page_size": 8192,
+                "file_bytes": int(used), "readers": int(readers), "durability": self.durability}
+
+    def reader_check(self) -> int:
+        return 0  # the server ends a dead client's session itself
+
+
+def _backoff(attempt: int) -> None:
+    """Wait a little before retrying a conflict, more after each (with jitter)."""
+    time.sleep(random.uniform(0, min(0.001 * 2 ** min(attempt, 10), 0.1)))
+
+
+def _refold(txn: PgTables, run_id: str, doomed: dict[int, Record]) -> None:
+    """Clear one run's derived entries and replay the records it keeps."""
+    items = {seq: (0, r) for seq, r in doomed.items()
+             if r.run_id == run_id}  # type: ignore[attr-defined]
+    for seq, _ in list(txn.run_entries(run_id)):
+        raw = txn.raw(seq)
+        if raw is not None and seq not in items:
+            items[seq] = (len(raw), decode(raw, key=seq))
+    for seq, (_, record) in items.items():
+        for table, key in keys_of(seq, record):
+            txn.delete(table, key)
+    for seq in sorted(items):
+        if seq not in doomed:
+            apply(txn, seq, *items[seq])
