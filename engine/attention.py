@@ -16,7 +16,7 @@ Homes made before the table existed gain it on their first writable open
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any, Protocol
 
 import msgspec
@@ -76,7 +76,7 @@ def read_value(key: bytes, raw: bytes) -> Attention:
     return unpack_value(raw, Attention, table=ATTENTION, key=key)
 
 
-def build(tables: _Tables, heads: Iterable[tuple[bytes, bytes]], finished: tuple[str, ...],
+def build(tables: _Tables, heads: Iterable[tuple[bytes, bytes]], finished: Collection[str],
           decode: Any) -> int:
     """Fill the table from the run heads (the store format 2 -> 3 upgrade).
 
