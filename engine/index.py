@@ -204,12 +204,14 @@ def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
         head = load(tables, RUNS, run_id.encode(), RunHead)
         if head is None:
             return  # an orphan record (its run was pruned); the log keeps it, no head to fold
+    was = None if isinstance(record, RunCreated) else head.status
     head.records += 1
     head.bytes += size
     head.updated_at = max(head.updated_at, getattr(record, "at", 0.0) or 0.0)
     _fold(tables, head, seq, record)
     tables.put(RUNS, run_id.encode(), pack_value(head))
-    attention.fold(tables, run_id, None if head.status in FINISHED else head.status)
+    if head.status != was:  # the table changes only with the status: skip the read otherwise
+        attention.fold(tables, run_id, None if head.status in FINISHED else head.status)
 
 
 def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
