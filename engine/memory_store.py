@@ -23,27 +23,19 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ..formats import Record, decode, encode, pack_value, unpack_value
+from ..formats import Record, decode, encode, pack_value
 from . import latest
 from .errors import NotAHome, StoreError
 from .index import (
-    APPROVALS,
     DERIVED,
-    INTENTS,
-    RUNLOG,
-    RUNS,
-    ApprovalState,
-    IntentState,
-    RunHead,
     apply,
     keys_of,
-    run_prefix,
-    runlog_type,
     seq_key,
     seq_of,
 )
 from .run_view import check_fence
 from .store import LEASES, LOG, Check, Logged, Observed, WriteEvent
+from .table_reads import TableReads
 
 SCHEME = "memory:"
 _TABLES = (LOG, LEASES, *DERIVED)
@@ -66,7 +58,7 @@ _spaces: dict[str, _Space] = {}
 _spaces_lock = threading.Lock()
 
 
-class MemoryReader:
+class MemoryReader(TableReads):
     """``store.Reader`` over one snapshot (or a writer's view of its own changes)."""
 
     def __init__(self, tables: Snapshot) -> None:
@@ -87,53 +79,8 @@ class MemoryReader:
         for key in reversed(found) if reverse else found:
             yield key, data[key]
 
-    def head(self, run_id: str) -> RunHead | None:
-        key = run_id.encode()
-        raw = self.get(RUNS, key)
-        return None if raw is None else unpack_value(raw, RunHead, table=RUNS, key=key)
-
-    def heads(self) -> Iterator[RunHead]:
-        for key, raw in self.scan(RUNS):
-            yield unpack_value(raw, RunHead, table=RUNS, key=key)
-
     def raw(self, seq: int) -> bytes | None:
         return self.get(LOG, seq_key(seq))
-
-    def record(self, seq: int) -> Record:
-        raw = self.raw(seq)
-        if raw is None:
-            raise KeyError(f"no log record at seq {seq}")
-        return decode(raw, key=seq)
-
-    def run_entries(self, run_id: str, start: int = 0) -> Iterator[tuple[int, str]]:
-        first = run_prefix(run_id) + seq_key(max(start, 0))
-        for key, raw in self.scan(RUNLOG, run_prefix(run_id)):
-            if key >= first:
-                yield seq_of(key), runlog_type(raw, key)
-
-    def intent(self, run_id: str, key: str) -> IntentState | None:
-        ikey = run_prefix(run_id) + key.encode()
-        raw = self.get(INTENTS, ikey)
-        return None if raw is None else unpack_value(raw, IntentState, table=INTENTS, key=ikey)
-
-    def intents(self, run_id: str | None = None) -> Iterator[IntentState]:
-        prefix = b"" if run_id is None else run_prefix(run_id)
-        for key, raw in self.scan(INTENTS, prefix):
-            yield unpack_value(raw, IntentState, table=INTENTS, key=key)
-
-    def approval(self, approval_id: str) -> ApprovalState | None:
-        key = approval_id.encode()
-        raw = self.get(APPROVALS, key)
-        return None if raw is None else unpack_value(raw, ApprovalState, table=APPROVALS, key=key)
-
-    def approvals(self) -> Iterator[ApprovalState]:
-        for key, raw in self.scan(APPROVALS):
-            yield unpack_value(raw, ApprovalState, table=APPROVALS, key=key)
-
-    def lease_expiry(self, run_id: str) -> tuple[int, float] | None:
-        key = run_id.encode()
-        raw = self.get(LEASES, key)
-        return None if raw is None else unpack_value(raw, tuple[int, float], table=LEASES, key=key)
 
     def log(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
         first = seq_key(max(start, 0))

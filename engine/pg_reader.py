@@ -17,21 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..formats import Record, decode, unpack_value
 from .index import (
-    APPROVALS,
-    INTENTS,
-    RUNLOG,
-    RUNS,
-    ApprovalState,
-    IntentState,
-    RunHead,
-    run_prefix,
-    runlog_type,
     seq_key,
     seq_of,
 )
-from .store import LEASES, LOG
+from .store import LOG
+from .table_reads import TableReads
 
 SCHEMA = "bide"
 PAGE = 500  # rows per round trip when a scan walks a table
@@ -57,7 +48,7 @@ def prefix_end(prefix: bytes) -> bytes | None:
     return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
-class PgReader:
+class PgReader(TableReads):
     """``store.Reader`` over one open transaction of a psycopg connection."""
 
     def __init__(self, conn: Any) -> None:
@@ -113,54 +104,9 @@ class PgReader:
                 return
             after = int(rows[-1][0])
 
-    def head(self, run_id: str) -> RunHead | None:
-        key = run_id.encode()
-        raw = self.get(RUNS, key)
-        return None if raw is None else unpack_value(raw, RunHead, table=RUNS, key=key)
-
-    def heads(self) -> Iterator[RunHead]:
-        for key, raw in self.scan(RUNS):
-            yield unpack_value(raw, RunHead, table=RUNS, key=key)
-
     def raw(self, seq: int) -> bytes | None:
         raw = self._one(f"SELECT value FROM {SCHEMA}.log WHERE seq = %s", (seq,))
         return None if raw is None else bytes(raw)
-
-    def record(self, seq: int) -> Record:
-        raw = self.raw(seq)
-        if raw is None:
-            raise KeyError(f"no log record at seq {seq}")
-        return decode(raw, key=seq)
-
-    def run_entries(self, run_id: str, start: int = 0) -> Iterator[tuple[int, str]]:
-        first = run_prefix(run_id) + seq_key(max(start, 0))
-        for key, raw in self.scan(RUNLOG, run_prefix(run_id)):
-            if key >= first:
-                yield seq_of(key), runlog_type(raw, key)
-
-    def intent(self, run_id: str, key: str) -> IntentState | None:
-        ikey = run_prefix(run_id) + key.encode()
-        raw = self.get(INTENTS, ikey)
-        return None if raw is None else unpack_value(raw, IntentState, table=INTENTS, key=ikey)
-
-    def intents(self, run_id: str | None = None) -> Iterator[IntentState]:
-        prefix = b"" if run_id is None else run_prefix(run_id)
-        for key, raw in self.scan(INTENTS, prefix):
-            yield unpack_value(raw, IntentState, table=INTENTS, key=key)
-
-    def approval(self, approval_id: str) -> ApprovalState | None:
-        key = approval_id.encode()
-        raw = self.get(APPROVALS, key)
-        return None if raw is None else unpack_value(raw, ApprovalState, table=APPROVALS, key=key)
-
-    def approvals(self) -> Iterator[ApprovalState]:
-        for key, raw in self.scan(APPROVALS):
-            yield unpack_value(raw, ApprovalState, table=APPROVALS, key=key)
-
-    def lease_expiry(self, run_id: str) -> tuple[int, float] | None:
-        key = run_id.encode()
-        raw = self.get(LEASES, key)
-        return None if raw is None else unpack_value(raw, tuple[int, float], table=LEASES, key=key)
 
     def log(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
         yield from self._log_pages(start=max(start, 0))
