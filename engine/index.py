@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import msgspec
@@ -21,6 +22,7 @@ from ..formats import (
     Record,
     RunCreated,
     StatusChanged,
+    decode,
     pack_value,
     unpack_value,
 )
@@ -34,7 +36,7 @@ from .keys import run_prefix as run_prefix
 from .keys import runlog_key as runlog_key
 from .keys import seq_key as seq_key
 from .keys import seq_of as seq_of
-from .latest import SEGMENTS, STATE
+from .latest import SEGMENTS, STATE, keys_of_run
 from .latest import fold as fold_latest
 from .vocabulary import FINISHED, WAITING, Decision, IntentStatus, Status
 
@@ -253,6 +255,32 @@ def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
             _fold_approval_decided(tables, record)
         case _ if (ext := owner(record)) is not None:
             ext.fold_head(tables, head, seq, record)
+
+
+class RunRecords(Protocol):
+    """What ``refold`` reads: a run's log entries and their bytes."""
+
+    def run_entries(self, run_id: str, start: int = 0) -> Iterator[tuple[int, str]]: ...
+    def raw(self, seq: int) -> bytes | None: ...
+
+
+def refold(reader: RunRecords, tables: Tables, run_id: str, doomed: dict[int, Record]) -> None:
+    """Clear one run's derived entries and replay the records it keeps (every backend's
+    ``delete`` after removing ``doomed``), so its tables equal a rebuild's."""
+    items = {seq: (0, r) for seq, r in doomed.items()
+             if r.run_id == run_id}  # type: ignore[attr-defined]
+    for seq, _ in list(reader.run_entries(run_id)):
+        raw = reader.raw(seq)
+        if raw is not None and seq not in items:
+            items[seq] = (len(raw), decode(raw, key=seq))
+    for table, key in keys_of_run(tables, run_id):
+        tables.delete(table, key)
+    for seq, (_, record) in items.items():
+        for table, key in keys_of(seq, record):
+            tables.delete(table, key)
+    for seq in sorted(items):
+        if seq not in doomed:
+            apply(tables, seq, *items[seq])
 
 
 def keys_of(seq: int, record: Record) -> list[tuple[str, bytes]]:

@@ -45,7 +45,7 @@ from .index import (
     IntentState,
     RunHead,
     apply,
-    keys_of,
+    refold,
     run_prefix,
     runlog_type,
     seq_key,
@@ -689,7 +689,7 @@ class LMDBStore(Observed):
                 if raw is not None:
                     doomed[seq] = decode(raw, key=seq)
             for run_id in sorted({r.run_id for r in doomed.values()}):  # type: ignore[attr-defined]
-                self._refold(reader, tables, run_id, doomed)
+                refold(reader, tables, run_id, doomed)
             for seq in doomed:
                 txn.delete(seq_key(seq), db=self.dbs[LOG])
             if last in doomed:
@@ -699,24 +699,6 @@ class LMDBStore(Observed):
         removed = self._write(body)
         self._notify(WriteEvent("delete", tuple(removed)))
         return removed
-
-    def _refold(self, reader: LMDBReader, tables: TxnTables, run_id: str,
-                doomed: dict[int, Record]) -> None:
-        """Clear one run's derived entries and replay the records it keeps."""
-        items = {seq: (0, r) for seq, r in doomed.items()
-                 if r.run_id == run_id}  # type: ignore[attr-defined]
-        for seq, _ in list(reader.run_entries(run_id)):
-            raw = reader.raw(seq)
-            if raw is not None and seq not in items:
-                items[seq] = (len(raw), decode(raw, key=seq))
-        for table, key in latest.keys_of_run(reader, run_id):
-            tables.delete(table, key)
-        for seq, (_, record) in items.items():
-            for table, key in keys_of(seq, record):
-                reader.txn.delete(key, db=self.dbs[table])
-        for seq in sorted(items):
-            if seq not in doomed:
-                apply(tables, seq, *items[seq])
 
     def _check_fence(self, reader: LMDBReader, run_id: str, token: int) -> None:
         check_fence(reader, run_id, token, self.clock())

@@ -24,12 +24,11 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ..formats import Record, decode, encode, pack_value
-from . import latest
 from .errors import NotAHome, StoreError
 from .index import (
     DERIVED,
     apply,
-    keys_of,
+    refold,
     seq_key,
     seq_of,
 )
@@ -195,7 +194,7 @@ class MemoryStore(Observed):
                 if raw is not None:
                     doomed[seq] = decode(raw, key=seq)
             for run_id in sorted({r.run_id for r in doomed.values()}):  # type: ignore[attr-defined]
-                _refold(txn, run_id, doomed)
+                refold(txn, txn, run_id, doomed)
             for seq in doomed:
                 txn.delete(LOG, seq_key(seq))
             return sorted(doomed)
@@ -240,23 +239,6 @@ class MemoryStore(Observed):
 
     def reader_check(self) -> int:
         return 0  # no reader slots to leak
-
-
-def _refold(txn: _Txn, run_id: str, doomed: dict[int, Record]) -> None:
-    """Clear one run's derived entries and replay the records it keeps."""
-    items = {seq: (0, r) for seq, r in doomed.items() if r.run_id == run_id}  # type: ignore[attr-defined]
-    for seq, _ in list(txn.run_entries(run_id)):
-        raw = txn.raw(seq)
-        if raw is not None and seq not in items:
-            items[seq] = (len(raw), decode(raw, key=seq))
-    for table, key in latest.keys_of_run(txn, run_id):
-        txn.delete(table, key)
-    for seq, (_, record) in items.items():
-        for table, key in keys_of(seq, record):
-            txn.delete(table, key)
-    for seq in sorted(items):
-        if seq not in doomed:
-            apply(txn, seq, *items[seq])
 
 
 def forget_all(prefix: str) -> None:

@@ -50,7 +50,7 @@ from psycopg import errors as pgerrors
 
 from ..formats import Record, decode, encode, pack_value
 from .errors import NewerStore, NotAHome, StoreError
-from .index import DERIVED, RUNS, apply, keys_of
+from .index import DERIVED, RUNS, apply, refold
 from .pg_home import is_url, redacted
 from .pg_reader import CREATE, HIGH_WATER, SCHEMA, PgReader, PgTables
 from .run_view import check_fence
@@ -364,7 +364,7 @@ class PostgresStore(Observed):
                 if raw is not None:
                     doomed[seq] = decode(raw, key=seq)
             for run_id in sorted({r.run_id for r in doomed.values()}):  # type: ignore[attr-defined]
-                _refold(txn, run_id, doomed)
+                refold(txn, txn, run_id, doomed)
             if doomed:
                 txn.conn.execute(f"DELETE FROM {SCHEMA}.log WHERE seq = ANY(%s)", (list(doomed),))
                 txn.conn.execute(
@@ -421,19 +421,3 @@ class PostgresStore(Observed):
 def _backoff(attempt: int) -> None:
     """Wait a little before retrying a conflict, more after each (with jitter)."""
     time.sleep(random.uniform(0, min(0.001 * 2 ** min(attempt, 10), 0.1)))
-
-
-def _refold(txn: PgTables, run_id: str, doomed: dict[int, Record]) -> None:
-    """Clear one run's derived entries and replay the records it keeps."""
-    items = {seq: (0, r) for seq, r in doomed.items()
-             if r.run_id == run_id}  # type: ignore[attr-defined]
-    for seq, _ in list(txn.run_entries(run_id)):
-        raw = txn.raw(seq)
-        if raw is not None and seq not in items:
-            items[seq] = (len(raw), decode(raw, key=seq))
-    for seq, (_, record) in items.items():
-        for table, key in keys_of(seq, record):
-            txn.delete(table, key)
-    for seq in sorted(items):
-        if seq not in doomed:
-            apply(txn, seq, *items[seq])

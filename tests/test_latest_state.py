@@ -76,8 +76,12 @@ def opened(home: Path, backend: str):
         forget_all("latest-")
 
 
-@pytest.fixture(params=["lmdb", "memory"])
+@pytest.fixture(params=["lmdb", "memory", "postgres"])
 def engine(request, tmp_path):
+    if request.param == "postgres":  # a fresh database on the session's throwaway server
+        with bide.open(request.getfixturevalue("pg_url"), local=tmp_path / "local") as eng:
+            yield eng
+        return
     with opened(tmp_path / "home", request.param) as eng:
         assert isinstance(eng.store, MemoryStore) == (request.param == "memory")
         yield eng
