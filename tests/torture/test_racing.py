@@ -40,6 +40,17 @@ import race_app  # noqa: E402
 WATCHERS, RUNS, BATCH, TTL = 3, 20, 4, 1.0
 
 
+def all_threads_stopped(pid: int) -> bool:
+    """Every thread of ``pid`` is in the stopped state (``T`` in /proc)."""
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        states = [(tasks / t / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                  for t in os.listdir(tasks)]
+    except (FileNotFoundError, ProcessLookupError):  # a thread ended while we looked
+        return False
+    return bool(states) and all(state in "tT" for state in states)
+
+
 def run_ids(n: int, stall_every: int) -> list[str]:
     return [f"r{i:02d}" + ("-stall" if i % stall_every == 1 % stall_every else "")
             for i in range(n)]
@@ -102,6 +113,10 @@ class Race:
         """SIGSTOP the worker inside its stalled node until another worker holds the run."""
         try:
             os.kill(pid, signal.SIGSTOP)
+            # SIGSTOP is asynchronous: a thread on another core may run on for a few ms.
+            # Let the node go only once every thread is stopped, or it may run past the
+            # stall (even call its tool) before it freezes, which is not what is counted.
+            assert wait_for(lambda: all_threads_stopped(pid), 10, step=0.001), pid
             (self.log.parent / f"go-{run_id}").touch()  # seen when it wakes
             took = wait_for(lambda: eng.get(run_id).head.lease_token >= 2, 30, step=0.05)
         finally:
