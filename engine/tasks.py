@@ -30,7 +30,7 @@ from .offload import off_loop, run_coroutine
 from .state import Op, to_ops
 from .step import StepScope
 
-SIBLING_BOUND = 0.005  # seconds a finished task's output waits for its siblings to finish
+SIBLING_BOUND = 0.02  # seconds a finished task's output waits for its siblings to finish
 
 # Failures that a retry cannot fix: do not burn retries on them.
 _NOT_RETRIED = (Nondeterminism, StateNotSerializable, StaleLease)
