@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import bide
@@ -68,7 +69,11 @@ def search_logs(state, ctx):
 @flow.node(start=True)
 def prepare_patch(state, ctx):
     effect("node prepare_patch")
-    return {"patch": ctx.tool(draft_patch, state["query"])}
+    patch = ctx.tool(draft_patch, state["query"])
+    # Reviewing the draft is slow (an LLM call): search_logs's output does not wait for
+    # it (siblings wait only 20 ms to share a commit) and is committed on its own.
+    time.sleep(0.5)
+    return {"patch": patch}
 
 
 @flow.node(after=["search_logs", "prepare_patch"])

@@ -192,15 +192,24 @@ class Execution:
         return self.policy.due(self.steps_since_cp + 1)
 
     def _commit_deferred(self, results: list[TaskResult], keep: bool) -> None:
-        """The output of the task that finished last: keep it for the checkpoint, or commit."""
-        for i, r in enumerate(results):
-            if r.kind == "ok" and r.seq is None and self.policy.pending_writes:
-                if keep:
-                    continue
-                record = PendingWrite(run_id=self.run_id, task=r.task, superstep=self.superstep,
-                                      node=r.node, ops=r.ops, at=self.clock())
-                results[i].seq = self.commit([record], task=r.task)[0]
-                faults.point("after_pending_write")
+        """Outputs not yet committed: keep them for the checkpoint, or commit them at once.
+
+        The checkpoint carries them as one run of ops at one place in ``writes``,
+        so they ride in it only if they are adjacent in task order (replay order
+        is task order); else they are committed together as pending writes.
+        """
+        if not self.policy.pending_writes:
+            return
+        todo = [i for i, r in enumerate(results) if r.kind == "ok" and r.seq is None]
+        if not todo or (keep and todo[-1] - todo[0] == len(todo) - 1):
+            return
+        records = [PendingWrite(run_id=self.run_id, task=results[i].task,
+                                superstep=self.superstep, node=results[i].node,
+                                ops=results[i].ops, at=self.clock()) for i in todo]
+        seqs = self.commit(records)
+        for i, seq in zip(todo, seqs, strict=True):
+            results[i].seq = seq
+        faults.point("after_pending_write")
 
     def _stopped_by(self, results: list[TaskResult]) -> bool:
         """Handle a lost lease, a failure or a pause; True if the run stops here."""
@@ -275,9 +284,10 @@ class Execution:
             for r in results:
                 if r.seq is not None:
                     self.absorbed.append(r.seq)
-                else:  # the last task's output, committed with this checkpoint
-                    self.absorbed.append(DEFERRED)
-                    self.deferred = list(r.ops)
+                else:  # outputs committed with this checkpoint (adjacent: one marker)
+                    if DEFERRED not in self.absorbed:
+                        self.absorbed.append(DEFERRED)
+                    self.deferred.extend(r.ops)
         else:
             self.inline.extend(op for _, ops in writes for op in ops if op[1] != "custom")
         self.inline.extend(custom)

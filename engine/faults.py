@@ -18,6 +18,7 @@ FAULT_POINTS: dict[str, str] = {
     "during_map_growth": "the map is full and is about to be grown",
     "after_run_created": "the run and its first checkpoint are durable",
     "after_pending_write": "a task's output is durable, its superstep not yet folded",
+    "sibling_output_held": "a task finished with its siblings: its output waits for the checkpoint",
     "after_checkpoint": "a superstep's checkpoint is durable",
     "before_intent_prepared": "a tool call is about to be recorded",
     "after_intent_prepared": "the intent is durable, the tool not yet called",

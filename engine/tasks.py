@@ -3,8 +3,12 @@
 Sync nodes run in threads (inline when alone), async nodes on one event loop:
 the caller's under ``engine.astart``, else one of their own (in a helper thread
 when the calling thread already runs a loop).
-Each finished task commits its pending write at once, so a crash or a failing
-sibling never costs the work of a task that finished.
+A finished task's output waits up to ``SIBLING_BOUND`` for its siblings: if
+they all finish within it, every output rides in the checkpoint that follows
+(one commit for the superstep, as a chain's). Else the waiting task commits its
+pending write alone, so a crash or a failing sibling never costs more than the
+bound's worth of a finished task's work (a lost output only means the node runs
+again; its tool calls' effects are guarded by the intent log).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from .offload import off_loop, run_coroutine
 from .state import Op, to_ops
 from .step import StepScope
 
+SIBLING_BOUND = 0.02  # seconds a finished task's output waits for its siblings to finish
+
 # Failures that a retry cannot fix: do not burn retries on them.
 _NOT_RETRIED = (Nondeterminism, StateNotSerializable, StaleLease)
 
@@ -43,26 +49,53 @@ class TaskResult:
 
 
 class _Countdown:
-    """Which task finishes last: its output may ride with the checkpoint that follows."""
+    """Which tasks finish together: their outputs may ride with the checkpoint that follows."""
 
-    def __init__(self, n: int) -> None:
-        self.left, self.lock, self.done = n, threading.Lock(), set[str]()
+    def __init__(self, n: int, bound: float | None = None) -> None:
+        self.n, self.left, self.done = n, n, set[str]()
+        self.lock = threading.Lock()
+        self.all_done = threading.Condition(self.lock)
+        self.bound = SIBLING_BOUND if bound is None else bound
 
     def last(self, task: str) -> bool:
         """Count ``task`` as finished (once); True if no other task is still running."""
         with self.lock:
-            if task not in self.done:
-                self.done.add(task)
-                self.left -= 1
-            return self.left == 0
+            return self._count(task)
+
+    def together(self, task: str) -> bool:
+        """Count ``task`` as finished; True if every task finished within the bound.
+
+        A task that is not the last waits up to ``bound`` for the others; False
+        tells it to commit its own output (a sibling is slow).
+        """
+        with self.lock:
+            if self._count(task):
+                self.all_done.notify_all()
+                return True
+            deadline = time.monotonic() + self.bound
+            while self.left:
+                rest = deadline - time.monotonic()
+                if rest <= 0:
+                    return False
+                self.all_done.wait(rest)
+            return True
+
+    def _count(self, task: str) -> bool:
+        if task not in self.done:
+            self.done.add(task)
+            self.left -= 1
+            if self.left == 0:
+                self.all_done.notify_all()
+        return self.left == 0
 
 
 def run_tasks(scope: StepScope, tasks: list[tuple[str, str]]) -> list[TaskResult]:
     """Run ``(task_id, node)`` pairs; results in the given order.
 
-    Every task but the one that finishes last commits its pending write at once;
-    the last one's output is returned uncommitted (``seq`` None) for the executor
-    to commit with the checkpoint, or on its own if no checkpoint follows.
+    Outputs of tasks that finished within ``SIBLING_BOUND`` of the last one are
+    returned uncommitted (``seq`` None) for the executor to commit with the
+    checkpoint, or in one commit if no checkpoint follows; the others commit
+    their pending writes themselves.
     """
     if not tasks:
         return []
@@ -140,7 +173,12 @@ def _finish(scope: StepScope, left: _Countdown, task: str, name: str, update: An
             ) -> TaskResult:
     ops = to_ops(scope.flow, name, update)
     seq = None
-    if scope.policy.pending_writes and not left.last(task):
+    if not scope.policy.pending_writes:
+        left.last(task)
+    elif left.together(task):
+        if left.n > 1:
+            faults.point("sibling_output_held")
+    else:
         record = PendingWrite(run_id=scope.run_id, task=task, superstep=scope.superstep,
                               node=name, ops=ops, at=scope.clock())
         seq = scope.commit([record], task=task)[0]

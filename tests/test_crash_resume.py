@@ -7,6 +7,7 @@ from collections import Counter
 
 import bide
 import pytest
+from bide.engine import maintenance
 from conftest import count_lines, run_app
 
 # Every commit boundary of chain_app's run (a fault-free run hits: 9 commits = run created,
@@ -39,8 +40,8 @@ def written_tasks(home) -> set[str] | None:
     return done
 
 
-def finish(home, counter, durability, action="resume"):
-    out = run_app("chain_app.py", str(home), str(counter), action, "r1", durability)
+def finish(home, counter, durability, action="resume", env=None):
+    out = run_app("chain_app.py", str(home), str(counter), action, "r1", durability, env=env)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -52,22 +53,24 @@ def test_crash_then_resume_in_a_new_process(tmp_path, fault, mode, durability):
     crash_then_resume(tmp_path / "home", tmp_path / "effects.log", fault, mode, durability)
 
 
-def crash_then_resume(home, counter, fault: str, mode: str, durability: str) -> None:
+def crash_then_resume(home, counter, fault: str, mode: str, durability: str,
+                      env: dict | None = None) -> None:
     """Kill chain_app at ``fault``, resume it in a new process, check every count
     (also run on PostgreSQL by test_pg_crash.py, with a URL as ``home``)."""
     crashed = run_app("chain_app.py", str(home), str(counter), "start", "r1", durability,
-                      fault=f"{fault}:{mode}")
+                      fault=f"{fault}:{mode}", env=env)
     assert crashed.returncode in (-9, 137), crashed.stderr  # it really died there
     committed_before = written_tasks(home)
     before = count_lines(counter)
     if committed_before is None:  # died before the run was created: the caller starts again
         assert before == {}
-        result = finish(home, counter, durability, action="start")
+        result = finish(home, counter, durability, action="start", env=env)
         committed_before = set()
     else:
         with bide.open(home, durability="fast") as eng:
             finished = eng.get("r1").status == "DONE"  # the crash came after the last commit
-        result = finish(home, counter, durability, action="get" if finished else "resume")
+        result = finish(home, counter, durability, action="get" if finished else "resume",
+                        env=env)
     after = count_lines(counter)
 
     assert result["status"] == "DONE"
@@ -81,6 +84,37 @@ def crash_then_resume(home, counter, fault: str, mode: str, durability: str) -> 
     assert set(after) == {"a@0", "b@0", "c@0", "join@1", "loop@2", "loop@3", "loop@4",
                           "loop@5"}
     assert sum(before.values()) <= sum(after.values())
+
+
+# With a bound no sibling misses, the fan-out's three outputs are held and ride in its
+# checkpoint: 7 commits (run created, 6 checkpoints), no pending write.
+HELD = {"CHAIN_SIBLING_BOUND": "60"}
+HELD_FAULTS = ([f"sibling_output_held:{k}" for k in (1, 2, 3)]
+               + ["before_commit:2", "after_commit:2", "after_checkpoint:1", "after_checkpoint:2"])
+
+
+@pytest.mark.parametrize("mode", ["kill", "exit"])
+@pytest.mark.parametrize("fault", HELD_FAULTS)
+def test_crash_with_held_sibling_outputs_then_resume(tmp_path, fault, mode):
+    """A kill while finished siblings' outputs wait for the checkpoint: they run again
+    (at most once more), and every output the checkpoint carried never runs again."""
+    crash_then_resume(tmp_path / "home", tmp_path / "effects.log", fault, mode, "durable",
+                      env=HELD)
+
+
+def test_held_sibling_outputs_ride_in_one_checkpoint(tmp_path):
+    home, counter = tmp_path / "home", tmp_path / "effects.log"
+    out = run_app("chain_app.py", str(home), str(counter), "start", "r1", "durable", env=HELD)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["state"]["trail"] == EXPECTED_TRAIL
+    with bide.open(home, durability="fast") as eng:
+        with eng.store.reader() as r:
+            kinds = Counter(rtype for _, rtype in r.run_entries("r1"))
+            fan_out = next(r.record(seq) for seq, rtype in r.run_entries("r1")
+                           if rtype == "checkpoint" and r.record(seq).superstep == 1)
+        assert kinds["pending_write"] == 0, kinds
+        assert fan_out.writes == [-1] and len(fan_out.deferred) == 6  # 3 outputs, 2 ops each
+        assert maintenance.doctor(eng.store).ok
 
 
 def test_fault_free_run_is_the_reference(tmp_path):

@@ -2,18 +2,24 @@
 
 usage: chain_app.py HOME COUNTER start|resume RUN_ID [durability] [policy-json]
 Each node appends its name to COUNTER (a file outside the store) before returning.
+CHAIN_SIBLING_BOUND (seconds, default 0) is how long a finished sibling's output
+waits for the others: 0 commits each output but the last alone, a large bound
+holds them all for the checkpoint; either way the commit boundaries are fixed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import bide
+import bide.engine.tasks
 from bide.bench.crashkit import record_effect
 
 home, counter, action, run_id = sys.argv[1:5]
 durability = sys.argv[5] if len(sys.argv) > 5 else "fast"
+bide.engine.tasks.SIBLING_BOUND = float(os.environ.get("CHAIN_SIBLING_BOUND", "0"))
 policy = bide.Policy(**json.loads(sys.argv[6])) if len(sys.argv) > 6 else None
 
 
