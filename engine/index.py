@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 import msgspec
@@ -281,6 +281,23 @@ def refold(reader: RunRecords, tables: Tables, run_id: str, doomed: dict[int, Re
     for seq in sorted(items):
         if seq not in doomed:
             apply(tables, seq, *items[seq])
+
+
+def refold_without(reader: RunRecords, tables: Tables, seqs: Iterable[int]) -> dict[int, Record]:
+    """Refold every run that has a record among ``seqs`` as if those records were gone
+    (the index half of every backend's ``delete``; the caller removes them from its log).
+
+    Returns:
+        The records found at ``seqs`` (missing seqs are skipped), by seq.
+    """
+    doomed: dict[int, Record] = {}
+    for seq in set(seqs):
+        raw = reader.raw(seq)
+        if raw is not None:
+            doomed[seq] = decode(raw, key=seq)
+    for run_id in sorted({r.run_id for r in doomed.values()}):  # type: ignore[attr-defined]
+        refold(reader, tables, run_id, doomed)
+    return doomed
 
 
 def keys_of(seq: int, record: Record) -> list[tuple[str, bytes]]:

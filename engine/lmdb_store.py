@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import lmdb
 
-from ..formats import Checkpoint, Record, decode, encode, pack_value, unpack_value
+from ..formats import Checkpoint, Record, decode, encode, unpack_value
 from . import attention, faults, latest
 from .attention import ATTENTION
 from .errors import (
@@ -45,7 +45,7 @@ from .index import (
     IntentState,
     RunHead,
     apply,
-    refold,
+    refold_without,
     run_prefix,
     runlog_type,
     seq_key,
@@ -65,7 +65,7 @@ from .lmdb_layout import (
     scan_prefix,
 )
 from .permissions import PRIVATE_FILE, open_private, private_dir
-from .run_view import check_fence
+from .run_view import check_fence, renew_if_held
 from .store import LEASES, LOG, Check, Logged, Observed, WriteEvent
 from .vocabulary import FINISHED
 
@@ -683,13 +683,7 @@ class LMDBStore(Observed):
         def body(txn: lmdb.Transaction[bytes]) -> list[int]:
             reader, tables = LMDBReader(txn, self.dbs), TxnTables(txn, self.dbs)
             last = reader.last_seq()
-            doomed: dict[int, Record] = {}
-            for seq in set(select(reader)):
-                raw = reader.raw(seq)
-                if raw is not None:
-                    doomed[seq] = decode(raw, key=seq)
-            for run_id in sorted({r.run_id for r in doomed.values()}):  # type: ignore[attr-defined]
-                refold(reader, tables, run_id, doomed)
+            doomed = refold_without(reader, tables, select(reader))
             for seq in doomed:
                 txn.delete(seq_key(seq), db=self.dbs[LOG])
             if last in doomed:
@@ -705,11 +699,8 @@ class LMDBStore(Observed):
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
         def body(txn: lmdb.Transaction[bytes]) -> bool:
-            head = LMDBReader(txn, self.dbs).head(run_id)
-            if head is None or head.lease_token != token or head.lease_owner is None:
-                return False
-            txn.put(run_id.encode(), pack_value([token, expires_at]), db=self.dbs[LEASES])
-            return True
+            return renew_if_held(LMDBReader(txn, self.dbs), TxnTables(txn, self.dbs), run_id,
+                                 token, expires_at)
 
         renewed = self._write(body)
         self._notify(WriteEvent("renew_lease", fence=(run_id, token), refused=not renewed))

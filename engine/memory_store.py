@@ -23,16 +23,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ..formats import Record, decode, encode, pack_value
+from ..formats import Record, encode
 from .errors import NotAHome, StoreError
 from .index import (
     DERIVED,
     apply,
-    refold,
+    refold_without,
     seq_key,
     seq_of,
 )
-from .run_view import check_fence
+from .run_view import check_fence, renew_if_held
 from .store import LEASES, LOG, Check, Logged, Observed, WriteEvent
 from .table_reads import TableReads
 
@@ -188,13 +188,7 @@ class MemoryStore(Observed):
     def delete(self, select: Callable[[MemoryReader], Iterable[int]]) -> list[int]:
         """Remove log records and refold their runs, as ``LMDBStore.delete`` does."""
         def body(txn: _Txn) -> list[int]:
-            doomed: dict[int, Record] = {}
-            for seq in set(select(txn)):
-                raw = txn.raw(seq)
-                if raw is not None:
-                    doomed[seq] = decode(raw, key=seq)
-            for run_id in sorted({r.run_id for r in doomed.values()}):  # type: ignore[attr-defined]
-                refold(txn, txn, run_id, doomed)
+            doomed = refold_without(txn, txn, select(txn))
             for seq in doomed:
                 txn.delete(LOG, seq_key(seq))
             return sorted(doomed)
@@ -205,11 +199,7 @@ class MemoryStore(Observed):
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
         def body(txn: _Txn) -> bool:
-            head = txn.head(run_id)
-            if head is None or head.lease_token != token or head.lease_owner is None:
-                return False
-            txn.put(LEASES, run_id.encode(), pack_value([token, expires_at]))
-            return True
+            return renew_if_held(txn, txn, run_id, token, expires_at)
 
         renewed = self._write(body)
         self._notify(WriteEvent("renew_lease", fence=(run_id, token),

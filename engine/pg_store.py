@@ -48,13 +48,13 @@ from typing import Any, NamedTuple, TypeVar
 import psycopg
 from psycopg import errors as pgerrors
 
-from ..formats import Record, decode, encode, pack_value
+from ..formats import Record, encode
 from .errors import NewerStore, NotAHome, StoreError
-from .index import DERIVED, RUNS, apply, refold
+from .index import DERIVED, RUNS, apply, refold_without
 from .pg_home import is_url, redacted
 from .pg_reader import CREATE, HIGH_WATER, SCHEMA, PgReader, PgTables
-from .run_view import check_fence
-from .store import LEASES, Check, Logged, Observed, WriteEvent
+from .run_view import check_fence, renew_if_held
+from .store import Check, Logged, Observed, WriteEvent
 
 PG_FORMAT = 1
 DURABILITIES = ("durable", "fast")
@@ -358,13 +358,7 @@ class PostgresStore(Observed):
     def delete(self, select: Callable[[PgReader], Iterable[int]]) -> list[int]:
         """Remove log records and refold their runs, as ``LMDBStore.delete`` does."""
         def body(txn: PgTables) -> list[int]:
-            doomed: dict[int, Record] = {}
-            for seq in set(select(txn)):
-                raw = txn.raw(seq)
-                if raw is not None:
-                    doomed[seq] = decode(raw, key=seq)
-            for run_id in sorted({r.run_id for r in doomed.values()}):  # type: ignore[attr-defined]
-                refold(txn, txn, run_id, doomed)
+            doomed = refold_without(txn, txn, select(txn))
             if doomed:
                 txn.conn.execute(f"DELETE FROM {SCHEMA}.log WHERE seq = ANY(%s)", (list(doomed),))
                 txn.conn.execute(
@@ -379,11 +373,7 @@ class PostgresStore(Observed):
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
         def body(txn: PgTables) -> bool:
-            head = txn.head(run_id)
-            if head is None or head.lease_token != token or head.lease_owner is None:
-                return False
-            txn.put(LEASES, run_id.encode(), pack_value([token, expires_at]))
-            return True
+            return renew_if_held(txn, txn, run_id, token, expires_at)
 
         renewed = self._write(body, lock_run=run_id)
         self._notify(WriteEvent("renew_lease", fence=(run_id, token), refused=not renewed))

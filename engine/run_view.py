@@ -14,11 +14,11 @@ import os
 import socket
 from dataclasses import dataclass
 
-from ..formats import Checkpoint, PendingWrite
+from ..formats import Checkpoint, PendingWrite, pack_value
 from . import faults
 from .errors import StaleLease, UnknownVersion
-from .index import ApprovalState, RunHead
-from .store import Reader
+from .index import ApprovalState, RunHead, Tables
+from .store import LEASES, Reader
 from .vocabulary import FINISHED, WAITING, Status
 
 Unfolded = dict[str, tuple[int, PendingWrite]]
@@ -142,6 +142,18 @@ def lease_expires(reader: Reader, head: RunHead) -> float:
     if renewed is not None and renewed[0] == head.lease_token:
         return max(head.lease_expires, renewed[1])
     return head.lease_expires
+
+
+def renew_if_held(reader: Reader, tables: Tables, run_id: str, token: int,
+                  expires_at: float) -> bool:
+    """Extend ``token``'s lease on ``run_id`` to ``expires_at`` (a renewal row, no log
+    record) if that token still holds it; False if it does not (every backend's
+    ``renew_lease``)."""
+    head = reader.head(run_id)
+    if head is None or head.lease_token != token or head.lease_owner is None:
+        return False
+    tables.put(LEASES, run_id.encode(), pack_value([token, expires_at]))
+    return True
 
 
 def check_fence(reader: Reader, run_id: str, token: int, now: float) -> None:
