@@ -35,14 +35,10 @@ from .errors import (
 )
 from .group_commit import Batch, GroupCommit, Request, run_alone
 from .index import (
-    APPROVALS,
     DERIVED,
     FRAMED,
-    INTENTS,
     RUNLOG,
     RUNS,
-    ApprovalState,
-    IntentState,
     RunHead,
     apply,
     refold_without,
@@ -67,6 +63,7 @@ from .lmdb_layout import (
 from .permissions import PRIVATE_FILE, open_private, private_dir
 from .run_view import check_fence, renew_if_held
 from .store import LEASES, LOG, Check, Logged, Observed, WriteEvent
+from .table_reads import TableReads
 from .vocabulary import FINISHED
 
 # 2: derived index values carry a checksum (index.with_checksum);
@@ -390,31 +387,19 @@ def _scan(txn: lmdb.Transaction[bytes], db: Any, prefix: bytes, *,
         yield key, value
 
 
-class LMDBReader:
-    """``store.Reader`` over one LMDB transaction (read or write)."""
+class LMDBReader(TableReads):
+    """``store.Reader`` over one LMDB transaction (read or write); the typed readings
+    come from ``TableReads`` over ``get``/``scan``."""
 
     def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> None:
         self.txn, self.dbs = txn, dbs
 
-    def head(self, run_id: str) -> RunHead | None:
-        key = run_id.encode()
-        raw = self.txn.get(key, db=self.dbs[RUNS])
-        return None if raw is None else unpack_value(raw, RunHead, table=RUNS, key=key)
-
-    def heads(self) -> Iterator[RunHead]:
-        for key, raw in self.txn.cursor(db=self.dbs[RUNS]):
-            yield unpack_value(raw, RunHead, table=RUNS, key=key)
-
     def raw(self, seq: int) -> bytes | None:
         return self.txn.get(seq_key(seq), db=self.dbs[LOG])
 
-    def record(self, seq: int) -> Record:
-        raw = self.raw(seq)
-        if raw is None:
-            raise KeyError(f"no log record at seq {seq}")
-        return decode(raw, key=seq)
-
     def run_entries(self, run_id: str, start: int = 0) -> Iterator[tuple[int, str]]:
+        """As ``TableReads.run_entries``, but seeking straight to ``start`` (resume and
+        the commit fence read a long run's newest entries)."""
         prefix = run_prefix(run_id)
         cur = self.txn.cursor(db=self.dbs[RUNLOG])
         if not cur.set_range(prefix + seq_key(max(start, 0))):
@@ -423,35 +408,6 @@ class LMDBReader:
             if not key.startswith(prefix) or is_marked(key, len(prefix)):
                 return  # past the run's log entries (its latest-state entries follow them)
             yield seq_of(key), runlog_type(raw, key)
-
-    def intent(self, run_id: str, key: str) -> IntentState | None:
-        ikey = run_prefix(run_id) + key.encode()
-        raw = self.txn.get(ikey, db=self.dbs[INTENTS])
-        return None if raw is None else unpack_value(raw, IntentState, table=INTENTS, key=ikey)
-
-    def intents(self, run_id: str | None = None) -> Iterator[IntentState]:
-        prefix = b"" if run_id is None else run_prefix(run_id)
-        cur = self.txn.cursor(db=self.dbs[INTENTS])
-        if not cur.set_range(prefix):
-            return
-        for key, raw in cur:
-            if not key.startswith(prefix):
-                return
-            yield unpack_value(raw, IntentState, table=INTENTS, key=key)
-
-    def approval(self, approval_id: str) -> ApprovalState | None:
-        key = approval_id.encode()
-        raw = self.txn.get(key, db=self.dbs[APPROVALS])
-        return None if raw is None else unpack_value(raw, ApprovalState, table=APPROVALS, key=key)
-
-    def approvals(self) -> Iterator[ApprovalState]:
-        for key, raw in self.txn.cursor(db=self.dbs[APPROVALS]):
-            yield unpack_value(raw, ApprovalState, table=APPROVALS, key=key)
-
-    def lease_expiry(self, run_id: str) -> tuple[int, float] | None:
-        key = run_id.encode()
-        raw = self.txn.get(key, db=self.dbs[LEASES])
-        return None if raw is None else unpack_value(raw, tuple[int, float], table=LEASES, key=key)
 
     def log(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
         cur = self.txn.cursor(db=self.dbs[LOG])

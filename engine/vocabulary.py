@@ -13,7 +13,14 @@ from enum import Enum
 from .errors import UnknownStatus
 
 
-class Status(str, Enum):
+class _Word(str, Enum):
+    """A word that prints as itself (``str(Status.DONE) == "DONE"``), in messages too."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Status(_Word):
     """A run's status; values equal names so they print and compare as plain strings."""
 
     PENDING = "PENDING"
@@ -24,9 +31,6 @@ class Status(str, Enum):
     DONE = "DONE"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
-
-    def __str__(self) -> str:
-        return self.value
 
     @classmethod
     def of(cls, value: Status | str) -> Status:
@@ -57,7 +61,7 @@ FINISHED = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
 WAITING = frozenset({Status.WAITING_APPROVAL, Status.NEEDS_RECONCILIATION})
 
 
-class IntentStatus(str, Enum):
+class IntentStatus(_Word):
     """Where a tool call's intent stands (``bide log``, ``engine.intents``)."""
 
     PREPARED = "prepared"  # recorded before the call; no outcome yet
@@ -66,11 +70,8 @@ class IntentStatus(str, Enum):
     UNKNOWN = "unknown"  # the worker died mid-call; a person must reconcile it
     RESOLVED = "resolved"  # a person reconciled it (mark_done, retry or abort)
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Decision(str, Enum):
+class Decision(_Word):
     """What a person may decide: approvals take APPROVE/REJECT, reconciliations the rest."""
 
     APPROVE = "approve"
@@ -78,9 +79,6 @@ class Decision(str, Enum):
     MARK_DONE = "mark_done"
     RETRY = "retry"
     ABORT = "abort"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 IN_DOUBT = frozenset({IntentStatus.PREPARED, IntentStatus.UNKNOWN})  # no outcome known yet
