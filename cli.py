@@ -565,7 +565,7 @@ def pending(home: Path, as_json: bool) -> None:
 @main.command()
 @click.argument("approval_id", metavar="APPROVAL")
 @click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
-              show_default=True, help="The bide home directory.")
+              show_default=True, help="The bide home directory, or a postgresql:// URL.")
 @click.option("--reject", is_flag=True, help="Reject instead of approve.")
 @click.option("--decision", type=click.Choice([d.value for d in Decision]),
               help="Any allowed decision: approve/reject for an approval, "
@@ -579,11 +579,13 @@ def pending(home: Path, as_json: bool) -> None:
                    "signed decisions).")
 def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by: str | None,
             reason: str | None, result: str | None, key_file: Path | None) -> None:
-    """Drop a decision file into the inbox (the same door people and programs use).
+    """Decide: drop a decision file into the inbox (the same door people and programs
+    use), or, on a postgresql:// home, record the decision in the database at once.
 
     The decision is checked against the store first (the request exists, takes this
     decision, is neither decided nor expired; the key when the home requires one),
-    so no file is written that the watcher would refuse.
+    so no file is written that the watcher would refuse, and nothing is recorded
+    that a decision file could not record.
     """
     if reject and decision not in (None, Decision.REJECT):
         raise click.UsageError(f"--reject conflicts with --decision {decision}")
@@ -594,11 +596,16 @@ def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by
     eng = _engine(home)
     key = read_approval_key(key_file) if key_file else None
     try:
-        path = eng.drop_decision(approval_id, chosen, by=by or os.environ.get("USER"),
-                                 reason=reason, result=value, key=key)
+        done = eng.deliver_decision(approval_id, chosen, by=by or os.environ.get("USER"),
+                                    reason=reason, result=value, key=key)
     except (ApprovalKeyError, DecisionNotAllowed) as exc:
         raise click.UsageError(str(exc)) from None
-    click.echo(f"{chosen} for {approval_id} dropped into the inbox: {path.name}", err=True)
+    if done["file"] is not None:
+        click.echo(f"{chosen} for {approval_id} dropped into the inbox: "
+                   f"{Path(done['file']).name}", err=True)
+    else:
+        click.echo(f"{chosen} for {approval_id} recorded in {done['home']}: a watcher "
+                   f"resumes run {done['run_id']}", err=True)
 
 
 def _json_arg(text: str) -> Any:
@@ -667,16 +674,26 @@ def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, 
               type=click.IntRange(min=1), help="Runs resumed at once (worker threads).")
 @click.option("--limit", "limits", multiple=True, metavar="FLOW=N", callback=_flow_limits,
               help="At most N runs of FLOW at once; repeat for more flows.")
+@click.option("--inbox", type=click.Path(file_okay=False, path_type=Path),
+              help="Take decision files from this directory  [default: HOME/inbox; with a "
+                   "postgresql:// home, .bide/inbox]")
+@click.option("--requests", type=click.Path(file_okay=False, path_type=Path),
+              help="Write request files to this directory  [default: HOME/requests; with a "
+                   "postgresql:// home, none]")
 def watch(home: Path, apps: tuple[str, ...], once: bool, poll: bool, max_orphan_age: str,
           max_attempts: int, lease_ttl: float, approval_key_file: Path | None,
-          durability: str, workers: int, limits: dict[str, int]) -> None:
+          durability: str, workers: int, limits: dict[str, int], inbox: Path | None,
+          requests: Path | None) -> None:
     """Take decisions from the inbox and resume runs under leases until stopped.
 
     The inbox is served on its own loop while up to --workers runs execute, so a
-    decision for an idle run is acted on while other runs' nodes are busy.
+    decision for an idle run is acted on while other runs' nodes are busy. With a
+    postgresql:// home, each host's watcher serves its own inbox directory; `bide
+    approve` records decisions in the database without one.
     """
     key = read_approval_key(approval_key_file) if approval_key_file else None
-    with open_home(home, durability=durability, lease_ttl=lease_ttl, approval_key=key) as eng:
+    with open_home(home, durability=durability, lease_ttl=lease_ttl, approval_key=key,
+                   inbox=inbox, requests=requests) as eng:
         for spec in apps:
             eng.register(*load_flows(spec))
         watcher = Watcher(eng, poll=poll, max_orphan_age=_age_option(max_orphan_age) or 86400,

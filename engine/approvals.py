@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +43,49 @@ def decision_file(req: ApprovalRequested | ApprovalState, decision: str) -> dict
             "reason": "why", "run_id": req.run_id, "digest": req.digest}
 
 
-def approve_command(home: Path, req: ApprovalRequested) -> str:
+@dataclass(frozen=True)
+class Doors:
+    """Where people meet one engine's home: the inbox it takes decision files from, the
+    directory it writes request files to (None: it writes none), and the home a
+    ``bide approve`` line names (a directory, or a PostgreSQL URL without its password).
+    """
+
+    inbox: Path
+    requests: Path | None
+    home: str
+
+    @classmethod
+    def of(cls, home: Path, *, url: str | None = None, local: bool = True,
+           inbox: str | os.PathLike[str] | None = None,
+           requests: str | os.PathLike[str] | None = None) -> Doors:
+        """The defaults: ``<home>/inbox`` and ``<home>/requests``.
+
+        On a PostgreSQL home (``url``) ``home`` is this host's local directory, and
+        request files are written only where asked: ``requests``, or the local
+        directory's ``requests/`` when one was given (``local``). The database is the
+        one place every host reads what waits (``bide pending``); a file in whichever
+        worker's directory paused the run is a convenience, not the record.
+        """
+        if requests is None and (url is None or local):
+            requests = home / "requests"
+        return cls(inbox=Path(inbox) if inbox is not None else home / "inbox",
+                   requests=None if requests is None else Path(requests),
+                   home=url if url is not None else str(home))
+
+
+def approve_command(home: Path | str, req: ApprovalRequested) -> str:
     """The ``bide approve`` line that decides this request (its own decisions, not approve)."""
     if list(req.allowed) == list(APPROVAL_DECISIONS):
-        return f"bide approve {req.approval_id} [--reject] --home {home}"
+        return f"bide approve {req.approval_id} [--reject] --home {shlex.quote(str(home))}"
     return (f"bide approve {req.approval_id} --decision {'|'.join(req.allowed)} "
-            f"[--result JSON with mark_done] --home {home}")
+            f"[--result JSON with mark_done] --home {shlex.quote(str(home))}")
 
 
-def write_request_file(home: Path, req: ApprovalRequested) -> Path:
-    """``<home>/requests/<id>.json``: what is asked, and a decision file to copy."""
+def write_request_file(doors: Doors, req: ApprovalRequested) -> Path | None:
+    """``<requests>/<id>.json``: what is asked, and a decision file to copy (None: this
+    engine writes no request files)."""
+    if doors.requests is None:
+        return None
     body = {
         "approval_id": req.approval_id,
         "kind": req.kind,
@@ -65,12 +100,12 @@ def write_request_file(home: Path, req: ApprovalRequested) -> Path:
         "requested_at": req.requested_at,
         "expires_at": req.expires_at,
         "how_to_decide": (
-            f"write one of the decision files below into {home / 'inbox'} (as a dot-file or "
-            f"*.tmp, then rename it to *.json), or run: {approve_command(home, req)}"
+            f"write one of the decision files below into {doors.inbox} (as a dot-file or "
+            f"*.tmp, then rename it to *.json), or run: {approve_command(doors.home, req)}"
         ),
         "decision_files": [decision_file(req, d) for d in req.allowed],
     }
-    return atomic_write_json(home / "requests" / f"{req.approval_id}.json", body)
+    return atomic_write_json(doors.requests / f"{req.approval_id}.json", body)
 
 
 def atomic_write_json(path: Path, body: Any) -> Path:

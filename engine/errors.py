@@ -411,9 +411,9 @@ class DecisionNotAllowed(DecisionRefused):
 
 
 class ApprovalKeyError(ApprovalError):
-    def __init__(self, home: object, why: str) -> None:
-        self.home, self.why = home, why
-        super().__init__(f"{home} requires signed decisions (see its signing.json): {why}")
+    def __init__(self, home: object, why: str, *, marker: str = "its signing.json") -> None:
+        self.home, self.why, self.marker = home, why, marker
+        super().__init__(f"{home} requires signed decisions (see {marker}): {why}")
 
 
 class Paused(BaseException):  # noqa: N818 - control flow, not an error

@@ -12,12 +12,11 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..formats import Checkpoint, LeaseReleased, PendingWrite, Record, StatusChanged
 from . import faults
-from .approvals import write_request_file
+from .approvals import Doors, write_request_file
 from .errors import StaleLease, StoreFull
 from .flow import Flow
 from .full_disk import release_on_full_store
@@ -53,10 +52,10 @@ class Cursor:
 class Execution:
     """Runs a leased run until it is done, paused or failed."""
 
-    def __init__(self, *, store: Store, home: Path, flow: Flow, run_id: str, token: int,
+    def __init__(self, *, store: Store, doors: Doors, flow: Flow, run_id: str, token: int,
                  owner: str, policy: Policy, cursor: Cursor, clock: Callable[[], float],
                  lease_ttl: float) -> None:
-        self.store, self.home, self.flow, self.run_id = store, home, flow, run_id
+        self.store, self.doors, self.flow, self.run_id = store, doors, flow, run_id
         self.token, self.owner, self.policy, self.clock = token, owner, policy, clock
         self.lease_ttl = lease_ttl
         self.stopping: threading.Event | None = None
@@ -268,7 +267,7 @@ class Execution:
         self._checkpoint(status, release=True, waiting=waiting, extra=requests, folding=False)
         faults.point("after_pause_committed")
         for req in requests:
-            write_request_file(self.home, req)
+            write_request_file(self.doors, req)
         if requests:
             faults.point("after_request_file")
 

@@ -1,4 +1,4 @@
-"""Decision files: dropping them into ``<home>/inbox`` and taking them out safely.
+"""Decision files: dropping them into an inbox (``<home>/inbox``) and taking them out safely.
 
 A file is claimed by an atomic rename into ``inbox/.work/`` before it is read
 (two watchers never both take it), checked, recorded in one transaction, then
@@ -72,9 +72,12 @@ def sign(fields: dict[str, Any], key: bytes) -> str:
 
 def drop_decision(home: str | os.PathLike[str], approval_id: str, decision: Decision | str, *,
                   by: str | None = None, reason: str | None = None, run_id: str | None = None,
-                  digest: str | None = None, result: Any = None, key: bytes | None = None
-                  ) -> Path:
-    """Write a decision file into the inbox atomically (dot-file, then rename)."""
+                  digest: str | None = None, result: Any = None, key: bytes | None = None,
+                  inbox: str | os.PathLike[str] | None = None) -> Path:
+    """Write a decision file into the inbox atomically (dot-file, then rename).
+
+    ``inbox``: where the watcher serving the home takes files (default ``<home>/inbox``).
+    """
     body: dict[str, Any] = {"approval_id": approval_id, "decision": decision, "by": by,
                             "reason": reason}
     if run_id is not None:
@@ -86,7 +89,8 @@ def drop_decision(home: str | os.PathLike[str], approval_id: str, decision: Deci
     if key is not None:
         body["sig"] = sign(body, key)
     name = f"{approval_id}-{decision}-{int(time.time() * 1000)}-{uuid.uuid4().hex[:6]}.json"
-    return atomic_write_json(Path(home) / "inbox" / name, body)
+    folder = Path(inbox) if inbox is not None else Path(home) / "inbox"
+    return atomic_write_json(folder / name, body)
 
 
 def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -155,7 +159,7 @@ class Inbox:
         """``on_recorded(run_ids)``: told right after a commit records decisions for those
         runs, before their files are moved (a watcher starts resuming them at once)."""
         self.engine, self.on_recorded = engine, on_recorded
-        self.dir = engine.home / "inbox"
+        self.dir = engine.doors.inbox
         self.work = self.dir / ".work"
         for sub in (self.work, self.dir / "processed", self.dir / "rejected"):
             private_dir(sub)
@@ -251,12 +255,13 @@ class Inbox:
         return parse(raw), raw, st.st_uid
 
     def _check_signature(self, body: dict[str, Any]) -> bool:
-        """Signed decisions are required by the home (``signing.json``), not by this process.
+        """Signed decisions are required by the home (its ``signing`` marker), not by this
+        process.
 
         Returns:
             True if the file carries a valid signature; False if none is required.
         """
-        required = signing.requirement(self.engine.home)
+        required = signing.requirement(signing.marker(self.engine.home, self.engine.store))
         key = self.engine.approval_key
         if required is None and key is None:
             return False

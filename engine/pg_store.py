@@ -390,6 +390,21 @@ class PostgresStore(Observed):
 
         return self._write(body)
 
+    # -- the home's settings (signing.SharedSettings): what every host must see ----
+    def setting(self, key: str) -> str | None:
+        with self.reader() as r:
+            return _meta(r.conn, key)
+
+    def set_once(self, key: str, value: str) -> str:
+        def body(txn: PgTables) -> str:
+            txn.conn.execute(f"INSERT INTO {SCHEMA}.meta VALUES (%s, %s) "
+                             "ON CONFLICT (key) DO NOTHING", (key, value))
+            found = _meta(txn.conn, key)
+            assert found is not None  # inserted now, or there before
+            return found
+
+        return self._write(body)
+
     # -- maintenance -------------------------------------------------------
     def spend_reserve(self) -> bool:
         return False  # the server manages its own disk
@@ -406,6 +421,11 @@ class PostgresStore(Observed):
 
     def reader_check(self) -> int:
         return 0  # the server ends a dead client's session itself
+
+
+def _meta(conn: psycopg.Connection[Any], key: str) -> str | None:
+    row = conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = %s", (key,)).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _backoff(attempt: int) -> None:

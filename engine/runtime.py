@@ -21,7 +21,7 @@ from ..formats import (
 )
 from ..formats.errors import NotSerializable
 from . import attention, faults, pg_home, signing
-from .approvals import check_decision, decided
+from .approvals import Doors, check_decision, decided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
     BideError,
@@ -61,12 +61,17 @@ class Engine(Surface):
                  max_size: int = DEFAULT_MAX_SIZE, lease_ttl: float = 30.0,
                  approval_key: bytes | str | None = None,
                  clock: Callable[[], float] = time.time, store: Store | None = None,
-                 local: str | os.PathLike[str] | None = None) -> None:
+                 local: str | os.PathLike[str] | None = None,
+                 inbox: str | os.PathLike[str] | None = None,
+                 requests: str | os.PathLike[str] | None = None) -> None:
+        url = None
         if pg_home.is_url(home):  # the records in that database; this host's files in `local`
             store = pg_home.open_store(str(home), durability=durability, create=create,
                                        clock=clock)
-            home = local if local is not None else ".bide"
+            home, url = local if local is not None else ".bide", store.home
         self.home = Path(home)
+        self.doors = Doors.of(self.home, url=url, local=local is not None, inbox=inbox,
+                              requests=requests)
         # ``store``: records kept elsewhere than ``<home>/store`` (the home still holds
         # the inbox); the engine then uses its durability
         self.store: Store = store if store is not None else LMDBStore(
@@ -74,8 +79,9 @@ class Engine(Surface):
             max_size=max_size, clock=clock)
         durability = self.store.durability
         if create and self.store.readonly is None:  # a reading open changes nothing on disk
-            for sub in ("inbox", "requests"):
-                private_dir(self.home / sub)
+            for door in (self.doors.inbox, self.doors.requests):
+                if door is not None:
+                    private_dir(door)
         self.durability = durability
         self.lease_ttl = lease_ttl
         self.clock = clock
@@ -92,12 +98,11 @@ class Engine(Surface):
         """A key given to a writing open marks the home: every process then requires it."""
         assert self.approval_key is not None  # called only when a key was given
         try:
+            marker = signing.marker(self.home, self.store)
             if create:
-                signing.require(self.home, self.approval_key, now=self.clock())
+                signing.require(marker, self.approval_key, now=self.clock())
             else:
-                found = signing.requirement(self.home)
-                if found is not None:
-                    signing.check_key(self.home, self.approval_key, found)
+                signing.check(marker, self.approval_key)
         except BaseException:
             self.store.close()
             raise
@@ -340,7 +345,7 @@ class Engine(Surface):
     def _execution(self, run_id: str, token: int) -> Execution:
         head = self._head(run_id)
         flow = self.flow(head.flow)
-        ex = Execution(store=self.store, home=self.home, flow=flow, run_id=run_id, token=token,
+        ex = Execution(store=self.store, doors=self.doors, flow=flow, run_id=run_id, token=token,
                        owner=self.owner, policy=Policy.from_dict(head.policy),
                        cursor=self._cursor(head), clock=self.clock, lease_ttl=self.lease_ttl)
         ex.stopping = self.stopping
@@ -518,7 +523,9 @@ def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
          max_size: int = DEFAULT_MAX_SIZE, lease_ttl: float = 30.0,
          approval_key: bytes | str | None = None,
          clock: Callable[[], float] = time.time, store: Store | None = None,
-         local: str | os.PathLike[str] | None = None) -> Engine:
+         local: str | os.PathLike[str] | None = None,
+         inbox: str | os.PathLike[str] | None = None,
+         requests: str | os.PathLike[str] | None = None) -> Engine:
     """Open a bide home (created if missing, unless ``create=False``).
 
     ``home`` is a directory, or a ``postgresql://`` URL: the records then live in
@@ -537,10 +544,14 @@ def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
             durability applies.
         local: with a PostgreSQL home, this host's directory for the inbox and the
             request files (default ``.bide``).
+        inbox: the directory decision files are taken from (default ``inbox/`` in the
+            home, or in ``local``).
+        requests: the directory request files are written to (default ``requests/`` in
+            the home; with a PostgreSQL home, in ``local`` if given, else none).
     """
     return Engine(home, durability=durability, create=create, map_size=map_size,
                   max_size=max_size, lease_ttl=lease_ttl, approval_key=approval_key,
-                  clock=clock, store=store, local=local)
+                  clock=clock, store=store, local=local, inbox=inbox, requests=requests)
 
 
 __all__ = ["Engine", "FINISHED", "open"]

@@ -1,10 +1,17 @@
-"""Signed decisions, required per home: ``<home>/signing.json`` says so to every process.
+"""Signed decisions, required per home: a marker says so to every process that opens it.
 
 A home opened for writing with an approval key is marked: from then on every
 process that opens it, with or without a key, refuses decision files that are
-unsigned or signed with another key, and ``bide approve`` signs with the key.
-The marker holds a key id (an HMAC of a fixed label), never the key. To stop
-requiring signatures, remove the file (the home's owner decides that, not bide).
+unsigned or signed with another key, and ``bide approve`` signs with the key
+(or, on a PostgreSQL home, must hold it to record a decision). The marker holds
+a key id (an HMAC of a fixed label), never the key.
+
+Where the marker lives is where every process of the home sees it: the file
+``<home>/signing.json`` for a home that is a directory; the row ``signing`` of
+``bide.meta`` for a store many hosts share (PostgreSQL), whose local directory
+is one host's only, so a marker there would bind that host alone. The marker is
+written once (the first key wins; a second key is refused). To stop requiring
+signatures, remove the file or the row (the home's owner decides that, not bide).
 """
 
 from __future__ import annotations
@@ -13,13 +20,74 @@ import hashlib
 import hmac
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from .approvals import atomic_write_json
 from .errors import ApprovalKeyError
 
 MARKER = "signing.json"
+SETTING = "signing"  # the marker's key among a shared store's settings
+NOTE = ("every process that opens this home refuses unsigned decision files; pass the same "
+        "key with --approval-key-file (bide watch, bide approve)")
+
+
+@runtime_checkable
+class SharedSettings(Protocol):
+    """A store that hosts share keeps the home's settings itself (``PostgresStore``)."""
+
+    home: str
+
+    def setting(self, key: str) -> str | None:
+        """The value stored under ``key``, or None."""
+        ...
+
+    def set_once(self, key: str, value: str) -> str:
+        """Store ``value`` under ``key`` unless a value is there; return the one stored."""
+        ...
+
+
+@dataclass(frozen=True)
+class Marker:
+    """Where one home says whether decisions must be signed (see the module docstring)."""
+
+    home: Path
+    store: object = None
+
+    @property
+    def shared(self) -> SharedSettings | None:
+        return self.store if isinstance(self.store, SharedSettings) else None
+
+    def read(self) -> str | None:
+        if self.shared is not None:
+            return self.shared.setting(SETTING)
+        try:
+            return (self.home / MARKER).read_text()
+        except FileNotFoundError:
+            return None
+
+    def write_once(self, body: dict[str, Any]) -> str:
+        """Write the marker unless one exists; the text of the one that is there now."""
+        text = json.dumps(body, sort_keys=True)
+        if self.shared is not None:
+            return self.shared.set_once(SETTING, text)
+        found = self.read()
+        if found is not None:
+            return found
+        atomic_write_json(self.home / MARKER, body)
+        return text
+
+    def refuse(self, why: str) -> ApprovalKeyError:
+        if self.shared is not None:
+            return ApprovalKeyError(self.shared.home, why,
+                                    marker=f"the row {SETTING!r} of its bide.meta table")
+        return ApprovalKeyError(self.home, why)
+
+
+def marker(home: Path, store: object = None) -> Marker:
+    """The marker of the home at ``home`` whose records ``store`` keeps."""
+    return Marker(home, store)
 
 
 def key_id(key: bytes) -> str:
@@ -27,12 +95,13 @@ def key_id(key: bytes) -> str:
     return "hmac-sha256:" + hmac.new(key, b"bide approval key id", hashlib.sha256).hexdigest()[:16]
 
 
-def requirement(home: Path) -> dict[str, Any] | None:
+def requirement(where: Marker) -> dict[str, Any] | None:
     """The home's signing marker, or None if decisions need no signature."""
-    try:
-        text = (home / MARKER).read_text()
-    except FileNotFoundError:
-        return None
+    text = where.read()
+    return None if text is None else _parse(text)
+
+
+def _parse(text: str) -> dict[str, Any]:
     try:
         body = json.loads(text)
     except ValueError:
@@ -43,31 +112,35 @@ def requirement(home: Path) -> dict[str, Any] | None:
     return body
 
 
-def require(home: Path, key: bytes, *, now: float) -> None:
+def require(where: Marker, key: bytes, *, now: float) -> None:
     """Mark the home as requiring decisions signed with ``key`` (the same key again: no-op).
 
     Raises:
         ApprovalKeyError: the home already requires another key.
     """
-    found = requirement(home)
-    if found is not None:
-        check_key(home, key, found)
-        return
-    atomic_write_json(home / MARKER, {
-        "required": True, "key_id": key_id(key), "since": now,
-        "note": "every process that opens this home refuses unsigned decision files; "
-                "pass the same key with --approval-key-file (bide watch, bide approve)",
-    })
+    found = requirement(where)
+    if found is None:
+        found = _parse(where.write_once({"required": True, "key_id": key_id(key),
+                                         "since": now, "note": NOTE}))
+    check_key(where, key, found)
 
 
-def check_key(home: Path, key: bytes | None, found: dict[str, Any]) -> None:
+def check_key(where: Marker, key: bytes | None, found: dict[str, Any]) -> None:
     """Raise ApprovalKeyError if ``key`` cannot sign for a home that requires ``found``."""
     if key is None:
-        raise ApprovalKeyError(home, "this process has no key (pass --approval-key-file, or "
-                               "approval_key= to bide.open)")
+        raise where.refuse("this process has no key (pass --approval-key-file, or "
+                           "approval_key= to bide.open)")
     if key_id(key) != found["key_id"]:
-        raise ApprovalKeyError(home, f"the key given ({key_id(key)}) is not the home's "
-                               f"({found['key_id']})")
+        raise where.refuse(f"the key given ({key_id(key)}) is not the home's "
+                           f"({found['key_id']})")
+
+
+def check(where: Marker, key: bytes | None) -> None:
+    """Raise ApprovalKeyError unless ``key`` can sign for the home (any key when none is
+    required)."""
+    found = requirement(where)
+    if found is not None:
+        check_key(where, key, found)
 
 
 def read_key(path: str | os.PathLike[str]) -> bytes:

@@ -16,8 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from . import inspect, maintenance, operations, signing
-from .inbox import drop_decision
+from . import deliver, inspect, maintenance, operations, signing
 from .maintenance import DoctorReport, PruneReport
 from .vocabulary import Status
 
@@ -108,7 +107,7 @@ class Surface:
                       reason: str | None = None, result: Any = None,
                       key: bytes | None = None) -> Path:
         """Write a decision file into the inbox, for a watcher to apply: the door people
-        and other programs use (``bide approve``).
+        and other programs use (``bide approve`` on a directory home).
 
         It is checked first, so no file is written that the watcher would refuse: the
         home's key requirement (``key`` signs the file), and that the request exists,
@@ -120,14 +119,54 @@ class Surface:
         Raises:
             ApprovalKeyError, UnknownApproval, DecisionNotAllowed, DecisionRefused.
         """
+        return deliver.drop(self._engine(), approval_id, decision, by=by, reason=reason,
+                            result=result, key=key)[0]
+
+    def record_decision(self, approval_id: str, decision: str, *, by: str | None = None,
+                        reason: str | None = None, result: Any = None,
+                        key: bytes | None = None, run_id: str | None = None,
+                        digest: str | None = None) -> dict[str, Any]:
+        """Record a decision in the store at once, after the checks a decision file
+        gets at the watcher: the home's key when it requires signed decisions (``key``
+        must be it), that the request exists, takes this decision, matches ``run_id``
+        and ``digest`` when given, and is neither decided nor expired.
+
+        Returns:
+            The request it decided (as in ``pending()``).
+
+        Raises:
+            ApprovalKeyError, UnknownApproval, DecisionNotAllowed, DecisionRefused
+            (the same decision already recorded too). Nothing is written then.
+        """
+        from .runtime import pending_row  # runtime imports this module first
+
+        req = deliver.record(self._engine(), approval_id, decision, by=by, reason=reason,
+                             result=result, key=key, run_id=run_id, digest=digest)
+        return pending_row(req)
+
+    def deliver_decision(self, approval_id: str, decision: str, *, by: str | None = None,
+                         reason: str | None = None, result: Any = None,
+                         key: bytes | None = None) -> dict[str, Any]:
+        """``bide approve``: record the decision in the store on a home that hosts share
+        (PostgreSQL), or drop it as a file into the inbox of a directory home.
+
+        Returns:
+            ``approval_id``, ``decision``, ``run_id``, ``home``, and ``file``: the file
+            dropped, or None when the decision was recorded in the store.
+
+        Raises:
+            ApprovalKeyError, UnknownApproval, DecisionNotAllowed, DecisionRefused.
+        """
         engine = self._engine()
-        required = signing.requirement(engine.home)
-        if required is not None:
-            signing.check_key(engine.home, key, required)
-        req = engine.check_decision(approval_id, decision)
-        return drop_decision(engine.home, approval_id, decision, by=by, reason=reason,
-                             run_id=req["run_id"], digest=req["digest"], result=result,
-                             key=key)
+        path = None
+        if deliver.shared(engine):
+            req = deliver.record(engine, approval_id, decision, by=by, reason=reason,
+                                 result=result, key=key)
+        else:
+            path, req = deliver.drop(engine, approval_id, decision, by=by, reason=reason,
+                                     result=result, key=key)
+        return {"approval_id": approval_id, "decision": decision, "run_id": req.run_id,
+                "home": engine.doors.home, "file": None if path is None else str(path)}
 
     # -- the store -----------------------------------------------------------------
     def doctor(self, *, rebuild: bool = False) -> DoctorReport:

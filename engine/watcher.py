@@ -59,7 +59,8 @@ class Watcher:
         self._loop_thread: threading.Thread | None = None
         self._events: InboxEvents | None = None
         self._serving = False  # workers started by serve(): the inbox hands them runs
-        if engine.approval_key is None and signing.requirement(engine.home) is not None:
+        marker = signing.marker(engine.home, engine.store)
+        if engine.approval_key is None and signing.requirement(marker) is not None:
             log(f"{engine.home} requires signed decisions and this watcher has no key: every "
                 "decision file will be refused; start it with --approval-key-file")
 

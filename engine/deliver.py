@@ -1,0 +1,92 @@
+"""How a decision from outside a worker reaches a home (``bide approve``).
+
+A home whose store many hosts share (PostgreSQL) takes it straight into the
+database: its inbox directories are per host, so a file dropped into one is seen
+only by the watcher of that host, if any. A directory home takes it as a file
+dropped into its inbox, the door people and programs use, so a watcher (or any
+process that serves the inbox) records it with every file rule.
+
+Either way the decision is checked first, by the same rules a decision file
+meets at the watcher: the home's key when it requires signed decisions, and
+that the request exists, takes this decision, matches the run and digest given,
+and is neither decided nor expired. A refused decision writes nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..formats import check_serializable
+from . import signing
+from .approvals import check_decision, decided
+from .errors import DecisionRefused
+from .inbox import drop_decision
+from .index import ApprovalState
+from .store import Reader
+
+if TYPE_CHECKING:
+    from .runtime import Engine
+
+
+def shared(engine: Engine) -> bool:
+    """Does the store hold what every host of the home must see (a PostgreSQL home)?"""
+    return signing.marker(engine.home, engine.store).shared is not None
+
+
+def record(engine: Engine, approval_id: str, decision: str, *, by: str | None = None,
+           reason: str | None = None, result: Any = None, key: bytes | None = None,
+           run_id: str | None = None, digest: str | None = None) -> ApprovalState:
+    """Record a decision in the store now, in one commit, after a decision file's checks.
+
+    Returns:
+        The request as it stood before this decision.
+
+    Raises:
+        ApprovalKeyError, UnknownApproval, DecisionNotAllowed, DecisionRefused (also
+        when this very decision was already recorded: nothing is written twice).
+    """
+    signing.check(signing.marker(engine.home, engine.store), key)
+    if result is not None:
+        check_serializable(result, f"the result given with decision {decision!r}")
+    now = engine.clock()
+    found: list[ApprovalState] = []
+
+    def build(r: Reader) -> list[Any]:
+        found.clear()  # a commit may build again (a conflict retried)
+        found.append(undecided(r, approval_id, decision, now=now, run_id=run_id,
+                               digest=digest))
+        return [decided(found[0], decision, by=by, reason=reason, result=result, at=now)]
+
+    engine.store.commit(build)
+    return found[0]
+
+
+def drop(engine: Engine, approval_id: str, decision: str, *, by: str | None = None,
+         reason: str | None = None, result: Any = None, key: bytes | None = None
+         ) -> tuple[Path, ApprovalState]:
+    """Check a decision, then write it as a file into the engine's inbox (signed with
+    ``key``), bound to the request's run and digest: the file, and the request.
+
+    Raises:
+        ApprovalKeyError, UnknownApproval, DecisionNotAllowed, DecisionRefused.
+    """
+    signing.check(signing.marker(engine.home, engine.store), key)
+    with engine.store.reader() as r:
+        req = undecided(r, approval_id, decision, now=engine.clock())
+    path = drop_decision(engine.home, approval_id, decision, by=by, reason=reason,
+                         run_id=req.run_id, digest=req.digest, result=result, key=key,
+                         inbox=engine.doors.inbox)
+    return path, req
+
+
+def undecided(r: Reader, approval_id: str, decision: str, *, now: float,
+              run_id: str | None = None, digest: str | None = None) -> ApprovalState:
+    """``check_decision``, with a decision already recorded refused too: whoever asks
+    to decide again learns it was decided, and by whom."""
+    req, again = check_decision(r, approval_id, decision, now=now, run_id=run_id,
+                                digest=digest)
+    if again:
+        raise DecisionRefused(approval_id, f"already decided {req.decision!r} by "
+                              f"{req.by or 'someone'}")
+    return req
