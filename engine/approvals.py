@@ -46,13 +46,16 @@ def decision_file(req: ApprovalRequested | ApprovalState, decision: str) -> dict
 @dataclass(frozen=True)
 class Doors:
     """Where people meet one engine's home: the inbox it takes decision files from, the
-    directory it writes request files to (None: it writes none), and the home a
-    ``bide approve`` line names (a directory, or a PostgreSQL URL without its password).
+    directory it writes request files to (None: it writes none), the home a ``bide
+    approve`` line names (a directory, or a PostgreSQL URL without its password), and
+    the directory whose owner's unsigned decision files count (``trusted``: the home;
+    on a PostgreSQL home, whose local directory may not even exist, the inbox).
     """
 
     inbox: Path
     requests: Path | None
     home: str
+    trusted: Path
 
     @classmethod
     def of(cls, home: Path, *, url: str | None = None, local: bool = True,
@@ -68,9 +71,10 @@ class Doors:
         """
         if requests is None and (url is None or local):
             requests = home / "requests"
-        return cls(inbox=Path(inbox) if inbox is not None else home / "inbox",
-                   requests=None if requests is None else Path(requests),
-                   home=url if url is not None else str(home))
+        box = Path(inbox) if inbox is not None else home / "inbox"
+        return cls(inbox=box, requests=None if requests is None else Path(requests),
+                   home=url if url is not None else str(home),
+                   trusted=box if url is not None else home)
 
 
 def approve_command(home: Path | str, req: ApprovalRequested) -> str:

@@ -276,11 +276,14 @@ class Inbox:
         return True
 
     def _check_owner(self, uid: int, signed: bool) -> None:
-        """Another local user must not decide for the home's owner by dropping a file."""
-        if not signed and not trusted_uid(uid, self.engine.home):
-            owner = os.stat(self.engine.home).st_uid
-            raise Refused(f"owned by uid {uid}, not by the home's owner (uid {owner}); a "
-                          "decision file from another user must be signed")
+        """Another local user must not decide for the home's owner by dropping a file
+        (on a PostgreSQL home: for the owner of the inbox this host serves)."""
+        trusted = self.engine.doors.trusted
+        if not signed and not trusted_uid(uid, trusted):
+            whose = "the home's owner" if trusted == self.engine.home else \
+                f"the owner of {trusted}"
+            raise Refused(f"owned by uid {uid}, not by {whose} (uid {os.stat(trusted).st_uid});"
+                          " a decision file from another user must be signed")
 
     def _record_all(self, files: list[_Read]) -> dict[str, FileResult | None]:
         """Record every checked file's decision in one commit, then move each file.

@@ -9,6 +9,7 @@ where asked (`--requests`). Every test runs against tests/pg_cluster.py's server
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -322,3 +323,33 @@ def test_watch_inbox_and_requests_options_on_a_directory_home(tmp_path: Path,
     out = CliRunner().invoke(main, watch)
     assert out.exit_code == 0 and "r1: done" in out.output, out.output
     assert len(list((drop / "processed").iterdir())) == 1
+
+
+def test_a_watcher_serving_only_its_inbox_needs_no_local_directory(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cwd, drop = tmp_path / "cwd", tmp_path / "drop"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    with host(pg_url, tmp_path / "submitter") as eng:
+        eng.start("ask", run_id="r1")
+        drop_decision(tmp_path, waiting_id(eng, "r1"), "approve", by="ann", inbox=drop)
+    out = CliRunner().invoke(main, ["watch", "--once", "--home", pg_url, "--app",
+                                    "cli_world:FLOWS", "--inbox", str(drop)])
+    assert out.exit_code == 0, out.output
+    assert "file accepted" in out.output and "r1: done" in out.output, out.output
+    assert not (cwd / ".bide").exists() and files_under(drop / ".work") == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_an_unsigned_file_of_another_user_is_refused_in_a_hosts_inbox(
+        world: bide.Engine, pg_url: str, tmp_path: Path) -> None:
+    nobody = 65534
+    drop = tmp_path / "drop"
+    with host(pg_url, tmp_path / "host-b", inbox=drop) as b:
+        path = drop_decision(b.home, waiting_id(b, "r-waiting"), "approve", by="mallory",
+                             inbox=drop)
+        os.chown(path, nobody, nobody)
+        (result,) = Inbox(b).process()
+        assert not result.accepted
+        assert f"owned by uid {nobody}, not by the owner of {drop}" in result.reason
+        assert records(b, "approval_decided") == 0
