@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +31,8 @@ from click.testing import CliRunner
 pytest.importorskip("psycopg")
 
 EXIT_BAD_STATE, EXIT_USAGE, EXIT_NOT_FOUND = 1, 2, 3
+TESTS = Path(__file__).parent
+BIDE = shutil.which("bide", path=str(Path(sys.executable).parent)) or "bide"
 KEY = b"s3cret-key"
 
 
@@ -353,3 +359,26 @@ def test_an_unsigned_file_of_another_user_is_refused_in_a_hosts_inbox(
         assert not result.accepted
         assert f"owned by uid {nobody}, not by the owner of {drop}" in result.reason
         assert records(b, "approval_decided") == 0
+
+
+def test_a_watcher_on_another_host_resumes_a_run_approved_from_the_cli(
+        world: bide.Engine, pg_url: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BIDE_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
+    host_b = tmp_path / "host-b"
+    host_b.mkdir()
+    watcher = subprocess.Popen([BIDE, "watch", "--home", pg_url, "--app", "cli_world:FLOWS",
+                                "--durability", "fast"], cwd=host_b, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        code, out = approve(pg_url, waiting_id(world, "r-waiting"), "--by", "ann")
+        assert code == 0 and "recorded" in out, out
+        deadline = time.monotonic() + 30
+        while world.get("r-waiting").status != bide.Status.DONE:
+            assert time.monotonic() < deadline and watcher.poll() is None, "not resumed"
+            time.sleep(0.05)
+    finally:
+        watcher.send_signal(signal.SIGTERM)
+        output, _ = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0, output
+    assert "run r-waiting: done" in output, output
