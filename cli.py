@@ -577,8 +577,13 @@ def pending(home: Path, as_json: bool) -> None:
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Sign the decision with this HMAC key (needed when the home requires "
                    "signed decisions).")
+@click.option("--inbox", type=click.Path(file_okay=False, path_type=Path),
+              help="Drop the decision file into this directory (the one a watcher serves "
+                   "with --inbox); with a postgresql:// home, a file there instead of a "
+                   "record in the database.")
 def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by: str | None,
-            reason: str | None, result: str | None, key_file: Path | None) -> None:
+            reason: str | None, result: str | None, key_file: Path | None,
+            inbox: Path | None) -> None:
     """Decide: drop a decision file into the inbox (the same door people and programs
     use), or, on a postgresql:// home, record the decision in the database at once.
 
@@ -593,11 +598,13 @@ def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by
     if result is not None and chosen != Decision.MARK_DONE:
         raise click.UsageError(f"--result goes with --decision mark_done only, not {chosen}")
     value = None if result is None else _json_arg(result)
-    eng = _engine(home)
+    eng = open_home(home, create=False, inbox=inbox)
+    click.get_current_context().call_on_close(eng.close)
     key = read_approval_key(key_file) if key_file else None
+    how = {"by": by or os.environ.get("USER"), "reason": reason, "result": value, "key": key}
     try:
-        done = eng.deliver_decision(approval_id, chosen, by=by or os.environ.get("USER"),
-                                    reason=reason, result=value, key=key)
+        done = eng.deliver_decision(approval_id, chosen, **how) if inbox is None else \
+            {"file": str(eng.drop_decision(approval_id, chosen, **how))}
     except (ApprovalKeyError, DecisionNotAllowed) as exc:
         raise click.UsageError(str(exc)) from None
     if done["file"] is not None:

@@ -303,7 +303,10 @@ def test_watch_serves_its_own_inbox_and_writes_requests_only_where_asked(
     request = json.loads((asks / f"{aid}.json").read_text())
     assert f"into {drop}" in request["how_to_decide"]
     assert f"--home '{pg_url}'" in request["how_to_decide"]  # quoted: a URL has ? and &
-    drop_decision(tmp_path, aid, "approve", by="ann", inbox=drop)
+    code, said = approve(pg_url, aid, "--inbox", str(drop))  # a file, not a record
+    assert code == 0 and "dropped into the inbox" in said, said
+    with host(pg_url, tmp_path / "submitter") as eng:
+        assert records(eng, "approval_decided") == 0
     out = CliRunner().invoke(main, [*watch, "--inbox", str(drop)])
     assert out.exit_code == 0, out.output
     assert "file accepted" in out.output and "r-asked: done" in out.output
@@ -325,7 +328,10 @@ def test_watch_inbox_and_requests_options_on_a_directory_home(tmp_path: Path,
     assert not list((home / "requests").iterdir())  # written where asked only
     body = json.loads(request.read_text())
     assert f"into {drop}" in body["how_to_decide"]
-    drop_decision(home, body["approval_id"], "approve", by="ann", inbox=drop)
+    approved = CliRunner().invoke(main, ["approve", body["approval_id"], "--home", str(home),
+                                         "--inbox", str(drop)])
+    assert approved.exit_code == 0 and "dropped into the inbox" in approved.stderr
+    assert not [p for p in (home / "inbox").iterdir() if p.is_file()]  # only where asked
     out = CliRunner().invoke(main, watch)
     assert out.exit_code == 0 and "r1: done" in out.output, out.output
     assert len(list((drop / "processed").iterdir())) == 1
