@@ -601,7 +601,8 @@ def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by
     eng = open_home(home, create=False, inbox=inbox)
     click.get_current_context().call_on_close(eng.close)
     key = read_approval_key(key_file) if key_file else None
-    how = {"by": by or os.environ.get("USER"), "reason": reason, "result": value, "key": key}
+    how: dict[str, Any] = {"by": by or os.environ.get("USER"), "reason": reason,
+                           "result": value, "key": key}
     try:
         done = eng.deliver_decision(approval_id, chosen, **how) if inbox is None else \
             {"file": str(eng.drop_decision(approval_id, chosen, **how))}

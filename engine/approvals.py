@@ -161,6 +161,18 @@ def check_decision(
     return req, False
 
 
+def undecided(r: Reader, approval_id: str, decision: str, *, now: float,
+              run_id: str | None = None, digest: str | None = None) -> ApprovalState:
+    """``check_decision``, with a decision already recorded refused too: whoever asks
+    to decide again learns it was decided, and by whom."""
+    req, again = check_decision(r, approval_id, decision, now=now, run_id=run_id,
+                                digest=digest)
+    if again:
+        raise DecisionRefused(approval_id, f"already decided {req.decision!r} by "
+                              f"{req.by or 'someone'}")
+    return req
+
+
 def decided(req: ApprovalState, decision: str, **fields: Any) -> ApprovalDecided:
     return ApprovalDecided(run_id=req.run_id, approval_id=req.approval_id, decision=decision,
                            **fields)

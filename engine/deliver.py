@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..formats import check_serializable
 from . import signing
-from .approvals import check_decision, decided
-from .errors import DecisionRefused
+from .approvals import decided, undecided
 from .inbox import drop_decision
 from .index import ApprovalState
 from .store import Reader
@@ -78,15 +77,3 @@ def drop(engine: Engine, approval_id: str, decision: str, *, by: str | None = No
                          run_id=req.run_id, digest=req.digest, result=result, key=key,
                          inbox=engine.doors.inbox)
     return path, req
-
-
-def undecided(r: Reader, approval_id: str, decision: str, *, now: float,
-              run_id: str | None = None, digest: str | None = None) -> ApprovalState:
-    """``check_decision``, with a decision already recorded refused too: whoever asks
-    to decide again learns it was decided, and by whom."""
-    req, again = check_decision(r, approval_id, decision, now=now, run_id=run_id,
-                                digest=digest)
-    if again:
-        raise DecisionRefused(approval_id, f"already decided {req.decision!r} by "
-                              f"{req.by or 'someone'}")
-    return req

@@ -21,11 +21,10 @@ from ..formats import (
 )
 from ..formats.errors import NotSerializable
 from . import attention, faults, pg_home, signing
-from .approvals import Doors, check_decision, decided
+from .approvals import Doors, check_decision, decided, undecided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
     BideError,
-    DecisionRefused,
     FlowMismatch,
     RunExists,
     RunNotResumable,
@@ -424,10 +423,7 @@ class Engine(Surface):
                 already decided (says what and by whom), or it expired.
         """
         with self.store.reader() as r:
-            req, again = check_decision(r, approval_id, decision, now=self.clock())
-        if again:
-            raise DecisionRefused(approval_id, f"already decided {req.decision!r} by "
-                                  f"{req.by or 'someone'}")
+            req = undecided(r, approval_id, decision, now=self.clock())
         return pending_row(req)
 
     def pending(self) -> list[dict[str, Any]]:
