@@ -388,3 +388,24 @@ def test_a_watcher_on_another_host_resumes_a_run_approved_from_the_cli(
         output, _ = watcher.communicate(timeout=60)
     assert watcher.returncode == 0, output
     assert "run r-waiting: done" in output, output
+
+
+@pytest.mark.parametrize("point", ["before_commit", "after_commit"])
+def test_a_killed_approve_records_all_or_nothing_and_can_be_run_again(
+        world: bide.Engine, pg_url: str, point: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BIDE_")}
+    aid = waiting_id(world, "r-waiting")
+    args = [BIDE, "approve", aid, "--home", pg_url, "--by", "ann"]
+    killed = subprocess.run(args, env={**env, "BIDE_FAULT": f"{point}:1:kill"},
+                            capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    landed = records(world, "approval_decided")
+    assert landed == (1 if point == "after_commit" else 0)
+    again = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    if landed:  # the first one counted: run again, it says so and records nothing more
+        assert again.returncode == EXIT_BAD_STATE, again.stderr
+        assert "already decided 'approve' by ann" in again.stderr
+    else:
+        assert again.returncode == 0 and "recorded" in again.stderr, again.stderr
+    assert records(world, "approval_decided") == 1
+    assert world.resume("r-waiting").status == bide.Status.DONE
