@@ -61,8 +61,8 @@ class Watcher:
         self._serving = False  # workers started by serve(): the inbox hands them runs
         marker = signing.marker(engine.home, engine.store)
         if engine.approval_key is None and signing.requirement(marker) is not None:
-            log(f"{engine.home} requires signed decisions and this watcher has no key: every "
-                "decision file will be refused; start it with --approval-key-file")
+            log(f"{engine.doors.home} requires signed decisions and this watcher has no key: "
+                "every decision file will be refused; start it with --approval-key-file")
 
     def once(self) -> dict[str, Any]:
         """Process the inbox, then advance every run that can go on, one after another."""

@@ -87,6 +87,7 @@ def test_approve_records_in_the_database_and_the_run_goes_on(world: bide.Engine,
     assert code == 0, out
     assert f"approve for {aid} recorded in {pg_url}: a watcher resumes run r-waiting" in out
     assert files_under(tmp_path) == before  # no decision file anywhere: the database has it
+    assert not (tmp_path / "cli" / ".bide").exists()  # nor a local directory made for one
     assert world.pending() == [p for p in world.pending() if p["approval_id"] != aid]
     (entry,) = [e for e in world.log("r-waiting") if e["type"] == "approval_decided"]
     assert entry["record"]["by"] == "alice" and entry["record"]["reason"] == "fine"
