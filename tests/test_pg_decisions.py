@@ -410,3 +410,25 @@ def test_a_killed_approve_records_all_or_nothing_and_can_be_run_again(
         assert again.returncode == 0 and "recorded" in again.stderr, again.stderr
     assert records(world, "approval_decided") == 1
     assert world.resume("r-waiting").status == bide.Status.DONE
+
+
+def test_a_hosts_inbox_keeps_the_file_rules_a_burst_in_one_commit(pg_url: str,
+                                                                   tmp_path: Path) -> None:
+    drop = tmp_path / "drop"
+    with host(pg_url, tmp_path / "host-a", inbox=drop) as eng:
+        for i in range(12):
+            eng.start("ask", run_id=f"r{i}")
+        for p in eng.pending():
+            drop_decision(eng.home, p["approval_id"], "approve", by="t", inbox=drop)
+        (drop / "bad.json").write_bytes(b"{nope")
+        (drop / "half.json.tmp").write_bytes(b"{")  # still being written: left alone
+        commits: list = []
+        eng.store.on_commit(commits.append)
+        results = Inbox(eng).process()
+        assert sorted(f.accepted for f in results) == [False] + [True] * 12
+        assert len(commits) == 1 and len(commits[0].seqs) == 12  # the burst: one commit
+        assert eng.pending() == []
+        assert len(list((drop / "processed").iterdir())) == 12
+        reason = json.loads((drop / "rejected" / "bad.json.error.json").read_text())
+        assert "not valid JSON" in reason["error"] and (drop / "rejected" / "bad.json").exists()
+        assert Inbox(eng).names() == [] and (drop / "half.json.tmp").exists()
