@@ -538,8 +538,8 @@ def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
         store: keep the records in this ``Store`` (e.g. ``MemoryStore``) instead of
             ``<home>/store``; the home still holds the inbox, and the store's own
             durability applies.
-        local: with a PostgreSQL home, this host's directory for the inbox and the
-            request files (default ``.bide``).
+        local: with a PostgreSQL home, this host's directory for the inbox (default
+            ``.bide``) and, when given, the request files.
         inbox: the directory decision files are taken from (default ``inbox/`` in the
             home, or in ``local``).
         requests: the directory request files are written to (default ``requests/`` in
