@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import concurrency, layout, tool_calls
+from . import concurrency, layout, pg_peers, pg_throughput, tool_calls
 
 DEFAULT = "default"
 
@@ -66,6 +66,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     out.extend(_redo_targets(results))
     out.extend(concurrency.targets(results))
     out.extend(results.get("tool_calls", {}).get("targets", []))
+    out.extend(results.get("postgres", {}).get("targets", []))
+    out.extend(results.get("pg_throughput", {}).get("targets", []))
     out.extend(layout.targets(results.get("layout")))
     return out
 
@@ -209,9 +211,14 @@ def render(results: dict[str, Any]) -> str:
     parts += concurrency.section(results)
     if results.get("tool_calls"):
         parts += [tool_calls.render(results["tool_calls"]), ""]
-    skipped = results.get("meta", {}).get("peers_skipped")
-    if skipped:
-        parts += [skipped, ""]
+    if results.get("postgres"):
+        parts += [pg_peers.render(results["postgres"]), ""]
+    if results.get("pg_throughput"):
+        parts += [pg_throughput.render(results["pg_throughput"]), ""]
+    for key in ("peers_skipped", "postgres_skipped"):
+        skipped = results.get("meta", {}).get(key)
+        if skipped:
+            parts += [skipped, ""]
     if results.get("layout"):
         parts += [layout.render(results["layout"]), ""]
     parts += ["Targets", table(TARGET_HEADERS, target_rows(results))]
