@@ -28,8 +28,9 @@ from . import report, suite
 @click.option("--jobs", type=click.IntRange(min=1), default=2, show_default=True,
               help="Crash runs in parallel (timed runs are always one at a time).")
 @click.option("--pg", "pg_url", metavar="URL",
-              help="peers/all: measure on this PostgreSQL server (a role that may CREATE "
-                   "DATABASE) instead of a throwaway server started from the local binaries.")
+              help="peers/postgres/all: measure on this PostgreSQL server (a role that may "
+                   "CREATE DATABASE) instead of a throwaway server started from the local "
+                   "binaries.")
 @click.option("--no-pg", is_flag=True, help="peers/all: leave PostgreSQL out.")
 def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None,
           home: Path | None, seed: int, kills: int | None, jobs: int, pg_url: str | None,
@@ -39,8 +40,8 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     WHAT is granularity (bide's policies, the raw-LMDB floor, crashes), peers
     (LangGraph on the same workloads, if installed; LangGraph's PostgresSaver and
     DBOS against bide on one PostgreSQL server, and 1/2/4 worker processes on one
-    PostgreSQL home) or all; watch measures the watcher (inbox latency, bursts,
-    idle CPU) on its own.
+    PostgreSQL home; postgres runs those alone) or all; watch measures the
+    watcher (inbox latency, bursts, idle CPU) on its own.
     """
     if pg_url is not None:
         from ..engine.pg_home import is_url

@@ -23,7 +23,8 @@ from . import concurrency, crash, layout, measure, peers, pg_databases, tool_cal
 from .policies import POLICIES, BenchPolicy
 from .workloads import Workload
 
-WHAT = ("granularity", "peers", "layout", "all")
+WHAT = ("granularity", "peers", "layout", "postgres", "all")
+WITH_POSTGRES = ("peers", "postgres", "all")  # the PostgreSQL rows run in these
 
 
 class Plan:
@@ -36,9 +37,9 @@ class Plan:
             raise ValueError(f"what must be one of {WHAT}, not {what!r}")
         self.what, self.quick = what, quick
         self.pg_url = pg
-        self.pg_skip = (None if what not in ("peers", "all") or no_pg
+        self.pg_skip = (None if what not in WITH_POSTGRES or no_pg
                         else pg_databases.unavailable(pg))
-        self._pg = what in ("peers", "all") and not no_pg
+        self._pg = what in WITH_POSTGRES and not no_pg
         self.policies = policies
         self.repeat = 1 if quick else 3
         self.kills = kills if kills is not None else (2 if quick else 20)

@@ -11,7 +11,7 @@ import json
 
 import bide
 import pytest
-from bide.bench import pg_peers, pg_throughput, tool_calls
+from bide.bench import pg_peers, pg_throughput, suite, tool_calls
 from bide.bench.command import bench
 from bide.bench.pg_databases import Databases
 from bide.engine.vocabulary import Status
@@ -107,10 +107,20 @@ def test_pg_options_are_checked() -> None:
     assert bad.exit_code == 2 and "not a postgresql:// URL" in bad.output
 
 
+def test_peers_and_all_include_postgres_unless_told_not_to(pg_cluster) -> None:
+    url = pg_cluster.url()
+    assert suite.Plan("peers", True, pg=url).does_postgres
+    assert suite.Plan("all", True, pg=url).does_postgres
+    assert not suite.Plan("peers", True, no_pg=True).does_postgres
+    assert not suite.Plan("granularity", True, pg=url).does_postgres
+    alone = suite.Plan("postgres", True, pg=url)
+    assert alone.units == 2 and not alone.does_tool_calls and not alone.does_peers
+
+
 @pytest.mark.slow
-def test_bench_peers_on_a_given_server_reports_postgres_rows(pg_cluster, tmp_path):
-    out = tmp_path / "peers.json"
-    result = CliRunner().invoke(bench, ["peers", "--quick", "--pg", pg_cluster.url(),
+def test_bench_postgres_on_a_given_server_reports_its_rows(pg_cluster, tmp_path):
+    out = tmp_path / "pg.json"
+    result = CliRunner().invoke(bench, ["postgres", "--quick", "--pg", pg_cluster.url(),
                                         "--json", str(out)])
     assert result.exit_code == 0, result.output
     got = json.loads(out.read_text())
