@@ -27,6 +27,8 @@ def _target(name: str, limit: str, measured: float | None, ok: bool | None, deta
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of the benchmark issue, measured: met, missed, or not measured (None)."""
+    if results.get("meta", {}).get("what") == "postgres":  # only its own rows were measured
+        return _postgres_targets(results)
     out = []
     for b, limit in ((100, 3.0), (1000, 1.3), (10000, 1.1)):
         rows = [r for r in _rows(results, payload=b) if r["workload"] in ("linear", "fanout4")]
@@ -66,10 +68,14 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     out.extend(_redo_targets(results))
     out.extend(concurrency.targets(results))
     out.extend(results.get("tool_calls", {}).get("targets", []))
-    out.extend(results.get("postgres", {}).get("targets", []))
-    out.extend(results.get("pg_throughput", {}).get("targets", []))
+    out.extend(_postgres_targets(results))
     out.extend(layout.targets(results.get("layout")))
     return out
+
+
+def _postgres_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*results.get("postgres", {}).get("targets", []),
+            *results.get("pg_throughput", {}).get("targets", [])]
 
 
 def _each(rows: Iterable[dict[str, Any]], field: str, unit: str, key: str = "label") -> str:
