@@ -27,14 +27,29 @@ from . import report, suite
               help="Crashes per (workload, policy) [default: 20, --quick 2].")
 @click.option("--jobs", type=click.IntRange(min=1), default=2, show_default=True,
               help="Crash runs in parallel (timed runs are always one at a time).")
+@click.option("--pg", "pg_url", metavar="URL",
+              help="peers/postgres/all: measure on this PostgreSQL server (a role that may "
+                   "CREATE DATABASE) instead of a throwaway server started from the local "
+                   "binaries.")
+@click.option("--no-pg", is_flag=True, help="peers/all: leave PostgreSQL out.")
 def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None,
-          home: Path | None, seed: int, kills: int | None, jobs: int) -> None:
+          home: Path | None, seed: int, kills: int | None, jobs: int, pg_url: str | None,
+          no_pg: bool) -> None:
     """Measure checkpoint granularity against write amplification and crash redo.
 
     WHAT is granularity (bide's policies, the raw-LMDB floor, crashes), peers
-    (LangGraph on the same workloads, if installed) or all; watch measures the
+    (LangGraph on the same workloads, if installed; LangGraph's PostgresSaver and
+    DBOS against bide on one PostgreSQL server, and 1/2/4 worker processes on one
+    PostgreSQL home; postgres runs those alone) or all; watch measures the
     watcher (inbox latency, bursts, idle CPU) on its own.
     """
+    if pg_url is not None:
+        from ..engine.pg_home import is_url
+
+        if no_pg:
+            raise click.UsageError("--pg and --no-pg exclude each other")
+        if not is_url(pg_url):
+            raise click.BadParameter(f"{pg_url!r} is not a postgresql:// URL", param_hint="--pg")
     if what == "watch":
         _watch(quick, json_path, home)
         return
@@ -43,9 +58,10 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
             import matplotlib  # noqa: F401
         except ImportError:
             raise click.UsageError("--plot needs matplotlib: pip install 'bide[plot]'") from None
-    plan = suite.Plan(what, quick, kills=kills)
-    if plan.peer_skip:
-        click.echo(plan.peer_skip, err=True)
+    plan = suite.Plan(what, quick, kills=kills, pg=pg_url, no_pg=no_pg)
+    for skipped in (plan.peer_skip, plan.pg_skip):
+        if skipped:
+            click.echo(skipped, err=True)
     if home is not None:
         home.mkdir(parents=True, exist_ok=True)
     with click.progressbar(length=plan.units, label=f"bide bench {what}", file=sys.stderr,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import concurrency, layout, tool_calls
+from . import concurrency, layout, pg_peers, pg_throughput, tool_calls
 
 DEFAULT = "default"
 
@@ -27,6 +27,8 @@ def _target(name: str, limit: str, measured: float | None, ok: bool | None, deta
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of the benchmark issue, measured: met, missed, or not measured (None)."""
+    if results.get("meta", {}).get("what") == "postgres":  # only its own rows were measured
+        return _postgres_targets(results)
     out = []
     for b, limit in ((100, 3.0), (1000, 1.3), (10000, 1.1)):
         rows = [r for r in _rows(results, payload=b) if r["workload"] in ("linear", "fanout4")]
@@ -66,8 +68,14 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     out.extend(_redo_targets(results))
     out.extend(concurrency.targets(results))
     out.extend(results.get("tool_calls", {}).get("targets", []))
+    out.extend(_postgres_targets(results))
     out.extend(layout.targets(results.get("layout")))
     return out
+
+
+def _postgres_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*results.get("postgres", {}).get("targets", []),
+            *results.get("pg_throughput", {}).get("targets", [])]
 
 
 def _each(rows: Iterable[dict[str, Any]], field: str, unit: str, key: str = "label") -> str:
@@ -209,9 +217,14 @@ def render(results: dict[str, Any]) -> str:
     parts += concurrency.section(results)
     if results.get("tool_calls"):
         parts += [tool_calls.render(results["tool_calls"]), ""]
-    skipped = results.get("meta", {}).get("peers_skipped")
-    if skipped:
-        parts += [skipped, ""]
+    if results.get("postgres"):
+        parts += [pg_peers.render(results["postgres"]), ""]
+    if results.get("pg_throughput"):
+        parts += [pg_throughput.render(results["pg_throughput"]), ""]
+    for key in ("peers_skipped", "postgres_skipped"):
+        skipped = results.get("meta", {}).get(key)
+        if skipped:
+            parts += [skipped, ""]
     if results.get("layout"):
         parts += [layout.render(results["layout"]), ""]
     parts += ["Targets", table(TARGET_HEADERS, target_rows(results))]

@@ -19,21 +19,27 @@ from typing import Any
 
 import lmdb
 
-from . import concurrency, crash, layout, measure, peers, tool_calls, workloads
+from . import concurrency, crash, layout, measure, peers, pg_databases, tool_calls, workloads
 from .policies import POLICIES, BenchPolicy
 from .workloads import Workload
 
-WHAT = ("granularity", "peers", "layout", "all")
+WHAT = ("granularity", "peers", "layout", "postgres", "all")
+WITH_POSTGRES = ("peers", "postgres", "all")  # the PostgreSQL rows run in these
 
 
 class Plan:
     """The cases of one run and how many progress units each is worth."""
 
     def __init__(self, what: str, quick: bool, *, kills: int | None = None,
-                 policies: tuple[BenchPolicy, ...] = POLICIES) -> None:
+                 policies: tuple[BenchPolicy, ...] = POLICIES, pg: str | None = None,
+                 no_pg: bool = False) -> None:
         if what not in WHAT:
             raise ValueError(f"what must be one of {WHAT}, not {what!r}")
         self.what, self.quick = what, quick
+        self.pg_url = pg
+        self.pg_skip = (None if what not in WITH_POSTGRES or no_pg
+                        else pg_databases.unavailable(pg))
+        self._pg = what in WITH_POSTGRES and not no_pg
         self.policies = policies
         self.repeat = 1 if quick else 3
         self.kills = kills if kills is not None else (2 if quick else 20)
@@ -80,7 +86,14 @@ class Plan:
         n += len(self.peer_workloads) * len(self.peer_variants())
         if self.does_tool_calls:
             n += 1
+        if self.does_postgres:
+            n += 2
         return n + (layout.units(self.quick) if self.does_layout else 0)
+
+    @property
+    def does_postgres(self) -> bool:
+        """The peers on one PostgreSQL server, and 1/2/4 workers on one PostgreSQL home."""
+        return self._pg and self.pg_skip is None
 
     @property
     def does_tool_calls(self) -> bool:
@@ -114,6 +127,10 @@ def run(plan: Plan, *, home: str | Path | None = None, seed: int = 0, jobs: int 
         if plan.does_tool_calls:
             out["tool_calls"] = tool_calls.run(plan.quick, directory=str(root))
             tick(1)
+        if plan.does_postgres:
+            out.update(_postgres(plan, root, tick))
+        elif plan.pg_skip:
+            out["meta"]["postgres_skipped"] = plan.pg_skip
         if plan.does_layout:
             out["layout"] = layout.run(plan.quick, root / "layout", tick)
         if plan.peer_skip and plan.what != "granularity":
@@ -139,7 +156,34 @@ def _meta(plan: Plan, seed: int) -> dict[str, Any]:
 
         meta["langgraph"] = version("langgraph")
         meta["langgraph_checkpoint_sqlite"] = version("langgraph-checkpoint-sqlite")
+    if plan.does_postgres:
+        meta.update(_versions("psycopg", "langgraph-checkpoint-postgres", "dbos"))
     return meta
+
+
+def _versions(*packages: str) -> dict[str, str]:
+    """Installed versions of ``packages`` (the ones installed), keyed with underscores."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in packages:
+        try:
+            out[name.replace("-", "_")] = version(name)
+        except PackageNotFoundError:  # an optional peer that is not installed
+            continue
+    return out
+
+
+def _postgres(plan: Plan, root: Path, tick: Callable[[int], None]) -> dict[str, Any]:
+    """The PostgreSQL rows: peers on one server, then worker processes on one home."""
+    from . import pg_peers, pg_throughput
+
+    with pg_databases.databases(plan.pg_url) as dbs:
+        peer = pg_peers.run(dbs, plan.quick, directory=str(root))
+        tick(1)
+        workers = pg_throughput.run(dbs, plan.quick)
+        tick(1)
+    return {"postgres": peer, "pg_throughput": workers}
 
 
 def _commit() -> str | None:

@@ -52,7 +52,8 @@ def test_logical_bytes_are_the_payloads() -> None:
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("bench") / "quick.json"
-    result = CliRunner().invoke(bench, ["all", "--quick", "--json", str(out)])
+    # the PostgreSQL rows: tests/test_bench_pg.py, on the session's server
+    result = CliRunner().invoke(bench, ["all", "--quick", "--no-pg", "--json", str(out)])
     assert result.exit_code == 0, result.output
     assert "Targets" in result.output
     return json.loads(out.read_text(), parse_constant=_refuse)  # strict JSON, like --json
@@ -125,7 +126,7 @@ def test_plot_without_matplotlib_says_how_to_get_it(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(peers.available() is None, reason="the LangGraph peers are installed")
 def test_peers_without_langgraph_say_so() -> None:
-    result = CliRunner().invoke(bench, ["peers", "--quick"])
+    result = CliRunner().invoke(bench, ["peers", "--quick", "--no-pg"])
     assert result.exit_code == 0, result.output
     assert "pip install 'bide[compare]'" in result.output
 
