@@ -25,6 +25,7 @@ pytest.importorskip("langgraph.graph")
 import psycopg  # noqa: E402
 from bide.cli import main  # noqa: E402
 from bide.engine.pg_store import PostgresStore  # noqa: E402
+from bide.engine.vocabulary import Status  # noqa: E402
 from bide.formats.langgraph_records import LGBlob  # noqa: E402
 from bide.langgraph import BideSaver  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
@@ -234,7 +235,8 @@ def test_cli_reads_and_prunes_a_langgraph_thread_on_postgres(pg_url: str):
     assert runs.exit_code == 0, runs.output
     assert [(r["run_id"], r["flow"]) for r in json.loads(runs.output)] == [("t-1", "langgraph")]
     shown = cli.invoke(main, ["show", "t-1", "--home", pg_url, "--json"])
-    assert shown.exit_code == 0 and json.loads(shown.output)["status"] == "DONE", shown.output
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["status"] == Status.DONE
     out = cli.invoke(main, ["prune", "--keep", "1", "--home", pg_url, "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["removed_by_type"]["lg_checkpoint"] == many - 1

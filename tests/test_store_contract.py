@@ -20,6 +20,7 @@ from bide.engine import lmdb_store, memory_store
 from bide.engine.errors import NewerStore, NotAHome, StaleLease, StoreFull
 from bide.engine.lmdb_store import LMDBStore
 from bide.engine.memory_store import MemoryStore
+from bide.engine.vocabulary import Status
 from bide.formats import LeaseAcquired, PendingWrite, RunCreated, StatusChanged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -119,7 +120,8 @@ def test_a_later_record_is_built_from_the_seqs_given_before_it(open_store):
 
     def later(seqs):
         seen.append(list(seqs))
-        return StatusChanged(run_id="r1", status="FAILED", error=f"after {list(seqs)}", at=2.0)
+        return StatusChanged(run_id="r1", status=Status.FAILED, error=f"after {list(seqs)}",
+                             at=2.0)
 
     seqs = store.commit(lambda r: [created("r1"), created("r2"), later])
     assert len(seqs) == 3 and seen[-1] == seqs[:2] and seqs[0] > 0
