@@ -46,7 +46,7 @@ from .langgraph_index import (
     write_key,
     writes_prefix,
 )
-from .store import Reader, Store
+from .store import Later, Reader, Store
 
 FLOW = "langgraph"
 MAX_CHAIN = 32
@@ -484,21 +484,19 @@ class Threads:
             return 0
         now = self.clock()
 
-        def build(r: Reader) -> list[Record]:
+        def build(r: Reader) -> list[Record | Later]:
             entries = [s for s, t in r.run_entries(source) if t != RunCreated.TYPE]
             if not entries:
                 return []
-            records = self._created(r, target, now)
-            seq = r.last_seq() + len(records)
-            moved: dict[int, int] = {}
+            records: list[Record | Later] = [*self._created(r, target, now)]
+            moved: dict[int, int] = {}  # a source seq -> its copy's place in the batch
             for old in entries:
-                rec = r.record(old)
-                changes: dict[str, Any] = {"run_id": target}
+                rec = msgspec.structs.replace(r.record(old), run_id=target)
                 if isinstance(rec, LGBlob) and rec.base >= 0:
-                    changes["base"] = moved[rec.base]  # commit numbers records in order
-                seq += 1
-                moved[old] = seq
-                records.append(msgspec.structs.replace(rec, **changes))
+                    records.append(_rebased(rec, moved[rec.base]))
+                else:
+                    records.append(rec)
+                moved[old] = len(records) - 1
             return records
 
         with self.lock:
@@ -530,6 +528,12 @@ class Threads:
                     "pending_writes": [(t, ch) for t, ch, _ in stored.writes],
                 }
             return out
+
+
+def _rebased(blob: LGBlob, base_at: int) -> Later:
+    """A copied delta, on the copy of its base: the batch item at ``base_at``, whose seq
+    only the store knows (PostgreSQL's have gaps)."""
+    return lambda seqs: msgspec.structs.replace(blob, base=seqs[base_at])
 
 
 def needed(items: Sequence[tuple[int, int, Record]], keep: int = 1) -> set[int]:

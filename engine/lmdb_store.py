@@ -62,7 +62,7 @@ from .lmdb_layout import (
 )
 from .permissions import PRIVATE_FILE, open_private, private_dir
 from .run_view import check_fence, renew_if_held
-from .store import LEASES, LOG, Check, Logged, Observed, WriteEvent
+from .store import LEASES, LOG, Check, Later, Logged, Observed, WriteEvent, numbered
 from .table_reads import TableReads
 from .vocabulary import FINISHED
 
@@ -590,7 +590,7 @@ class LMDBStore(Observed):
     # -- writing -----------------------------------------------------------
     def commit(
         self,
-        records: Sequence[Record] | Callable[[LMDBReader], Sequence[Record]],
+        records: Sequence[Record] | Callable[[LMDBReader], Sequence[Record | Later]],
         *,
         check: Check | None = None,
         fence: tuple[str, int] | None = None,
@@ -603,10 +603,11 @@ class LMDBStore(Observed):
                 self._check_fence(reader, *fence)
             if check is not None:
                 check(reader)
-            batch = records(reader) if callable(records) else records
+            seq = reader.last_seq()
+            given = records(reader) if callable(records) else records
+            batch = numbered(given, range(seq + 1, seq + 1 + len(given)))
             raws = framed if framed is not None else [encode(r) for r in batch]
             seqs = []
-            seq = reader.last_seq()
             tables = TxnTables(txn, self.dbs)
             for record, raw in zip(batch, raws, strict=True):
                 seq += 1

@@ -33,7 +33,7 @@ from .index import (
     seq_of,
 )
 from .run_view import check_fence, renew_if_held
-from .store import LEASES, LOG, Check, Logged, Observed, WriteEvent
+from .store import LEASES, LOG, Check, Later, Logged, Observed, WriteEvent, numbered
 from .table_reads import TableReads
 
 SCHEME = "memory:"
@@ -159,7 +159,8 @@ class MemoryStore(Observed):
             self._space.tables = txn.snapshot()  # publish: readers from now on see it
             return result
 
-    def commit(self, records: Sequence[Record] | Callable[[MemoryReader], Sequence[Record]],
+    def commit(self, records: Sequence[Record] | Callable[[MemoryReader],
+                                                          Sequence[Record | Later]],
                *, check: Check | None = None,
                fence: tuple[str, int] | None = None) -> list[int]:
         framed = None if callable(records) else [encode(r) for r in records]
@@ -169,9 +170,10 @@ class MemoryStore(Observed):
                 self._check_fence(txn, *fence)
             if check is not None:
                 check(txn)
-            batch = records(txn) if callable(records) else records
-            raws = framed if framed is not None else [encode(r) for r in batch]
             seqs, seq = [], txn.last_seq()
+            given = records(txn) if callable(records) else records
+            batch = numbered(given, range(seq + 1, seq + 1 + len(given)))
+            raws = framed if framed is not None else [encode(r) for r in batch]
             for record, raw in zip(batch, raws, strict=True):
                 seq += 1
                 txn.put(LOG, seq_key(seq), raw)

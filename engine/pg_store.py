@@ -54,7 +54,7 @@ from .index import DERIVED, RUNS, apply, refold_without
 from .pg_home import is_url, redacted
 from .pg_reader import CREATE, HIGH_WATER, SCHEMA, PgReader, PgTables
 from .run_view import check_fence, renew_if_held
-from .store import Check, Logged, Observed, WriteEvent
+from .store import Check, Later, Logged, Observed, WriteEvent, numbered
 
 PG_FORMAT = 1
 DURABILITIES = ("durable", "fast")
@@ -326,7 +326,7 @@ class PostgresStore(Observed):
         finally:
             self._pool.give(c)
 
-    def commit(self, records: Sequence[Record] | Callable[[PgReader], Sequence[Record]],
+    def commit(self, records: Sequence[Record] | Callable[[PgReader], Sequence[Record | Later]],
                *, check: Check | None = None,
                fence: tuple[str, int] | None = None) -> list[int]:
         framed = None if callable(records) else [encode(r) for r in records]
@@ -336,13 +336,14 @@ class PostgresStore(Observed):
                 check_fence(txn, *fence, self.clock())
             if check is not None:
                 check(txn)
-            batch = records(txn) if callable(records) else records
-            if not batch:
+            given = records(txn) if callable(records) else records
+            if not given:
                 return []
-            raws = framed if framed is not None else [encode(r) for r in batch]
             seqs = sorted(int(row[0]) for row in txn.conn.execute(
                 f"SELECT nextval('{SCHEMA}.seq') FROM generate_series(1, %s)",
-                (len(batch),)).fetchall())
+                (len(given),)).fetchall())
+            batch = numbered(given, seqs)
+            raws = framed if framed is not None else [encode(r) for r in batch]
             txn.append(list(zip(seqs, raws, strict=True)))
             for seq, record, raw in zip(seqs, batch, raws, strict=True):
                 apply(txn, seq, len(raw), record)

@@ -20,6 +20,15 @@ from .index import ApprovalState, IntentState, RunHead
 Check = Callable[["Reader"], None]
 LOG, LEASES = "log", "leases"  # the log, and lease renewals (readable like a derived table)
 Logged = tuple[int, int, Record]  # (seq, framed size, record), as a replay reads the log
+Later = Callable[[Sequence[int]], Record]
+"""A record naming records before it in the same commit (a delta's base): built from
+their seqs once the store gave them, since no caller can predict them (PostgreSQL's
+come from a sequence with gaps and other hosts' commits)."""
+
+
+def numbered(batch: Sequence[Record | Later], seqs: Sequence[int]) -> list[Record]:
+    """``batch`` with every ``Later`` item built from the seqs given to the items before it."""
+    return [item(seqs[:i]) if callable(item) else item for i, item in enumerate(batch)]
 
 
 @dataclass(frozen=True)
@@ -151,7 +160,7 @@ class Store(Protocol):
 
     def commit(
         self,
-        records: Sequence[Record] | Callable[[Reader], Sequence[Record]],
+        records: Sequence[Record] | Callable[[Reader], Sequence[Record | Later]],
         *,
         check: Check | None = None,
         fence: tuple[str, int] | None = None,
@@ -160,7 +169,8 @@ class Store(Protocol):
 
         Args:
             records: the records, or a function of the transaction's reader that
-                returns them (when what to write depends on what is there).
+                returns them (when what to write depends on what is there); such a
+                function may return ``Later`` items, built by ``numbered``.
             check: run inside the transaction before anything is written; raise to abort.
             fence: ``(run_id, token)``; the commit is refused unless the token still
                 holds the run's lease.

@@ -20,6 +20,7 @@ from bide.engine import lmdb_store, memory_store
 from bide.engine.errors import NewerStore, NotAHome, StaleLease, StoreFull
 from bide.engine.lmdb_store import LMDBStore
 from bide.engine.memory_store import MemoryStore
+from bide.engine.vocabulary import Status
 from bide.formats import LeaseAcquired, PendingWrite, RunCreated, StatusChanged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -102,6 +103,31 @@ def test_a_failing_check_writes_nothing(open_store):
         store.commit([created("r2")], check=refuse)
     with store.reader() as r:
         assert r.last_seq() == 0 and r.head("r2") is None
+
+
+def test_a_later_record_is_built_from_the_seqs_given_before_it(open_store):
+    """``store.Later``: a record naming records of its own commit gets their real seqs (on
+    PostgreSQL they have gaps: a rolled-back commit's are never given again)."""
+    store = open_store(durability="fast")
+    store.commit([created("r0")])
+
+    def fails(seqs):
+        raise RuntimeError(f"not built on {list(seqs)}: nothing of this commit is written")
+
+    with pytest.raises(RuntimeError, match="not built"):
+        store.commit(lambda r: [created("x"), fails])
+    seen: list[list[int]] = []
+
+    def later(seqs):
+        seen.append(list(seqs))
+        return StatusChanged(run_id="r1", status=Status.FAILED, error=f"after {list(seqs)}",
+                             at=2.0)
+
+    seqs = store.commit(lambda r: [created("r1"), created("r2"), later])
+    assert len(seqs) == 3 and seen[-1] == seqs[:2] and seqs[0] > 0
+    with store.reader() as r:
+        assert r.head("x") is None
+        assert r.record(seqs[2]).error == r.head("r1").error == f"after {seqs[:2]}"
 
 
 def test_fencing_refuses_a_stale_token(open_store):

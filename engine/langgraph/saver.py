@@ -7,17 +7,21 @@
         graph.invoke(inputs, {"configurable": {"thread_id": "t-1"}})
 
 Each thread is a bide run of flow ``"langgraph"`` (thread id = run id) in the same
-LMDB log as bide's own runs, so ``bide runs``/``bide log``/``bide doctor`` see it.
+log as bide's own runs, so ``bide runs``/``bide log``/``bide doctor`` see it. The
+home is a directory (LMDB) or a ``postgresql://`` URL (``pip install bide[postgres]``):
+the same records, in the database every host shares.
 Channel values are stored once per (channel, version), lists that only grew as
 the appended items (``engine/langgraph_store.py``); writes keep LangGraph's order
 with fixed-width indexes and follow the SQLite saver's rules.
 
 ``durability`` is bide's: ``"durable"`` fsyncs every commit (survives power
-loss), ``"fast"`` does not (survives a killed process). It is not LangGraph's
+loss), ``"fast"`` does not (survives a killed process); on PostgreSQL they are
+``synchronous_commit`` on and off. It is not LangGraph's
 ``durability=`` argument of ``invoke``, which says *when* the graph calls the saver.
 
 Sync and async methods are both native: the async ones run the same code on
-one worker thread per saver, so the event loop never waits on an fsync.
+one worker thread per saver, so the event loop never waits on an fsync (nor on
+the database server).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import functools
 import os
 import random
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -50,6 +55,8 @@ from langgraph.checkpoint.base import (
 from ..errors import CorruptRecord, StoreError
 from ..langgraph_store import Stored, Threads
 from ..lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
+from ..pg_home import is_url, open_store
+from ..store import Store
 
 _ERROR = "__error__"
 _BATCH = 32
@@ -58,7 +65,7 @@ _BATCH = 32
 class _Shared:
     """What every copy of a saver shares (``with_allowlist`` makes shallow copies)."""
 
-    def __init__(self, store: LMDBStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.threads = Threads(store)
         self.closed = False
@@ -112,16 +119,18 @@ class BideSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpoint saver that keeps threads in a bide home.
 
     Args:
-        home: the bide home directory (created if missing); default ``$BIDE_HOME``
-            or ``./.bide``.
+        home: the bide home directory (created if missing), or a ``postgresql://``
+            URL (its store is created if missing); default ``$BIDE_HOME`` or ``./.bide``.
         durability: ``"durable"`` (fsync per commit) or ``"fast"`` (no fsync).
         serde: LangGraph serializer; default ``JsonPlusSerializer``.
         map_size: initial LMDB map size; the map grows by itself when full.
-        max_size: the size the map may grow to.
+        max_size: the size the map may grow to (neither applies to PostgreSQL).
 
     Raises:
         NotAHome: ``home`` exists and is not a bide home.
-        StoreError: the home is open in this process with another durability.
+        StoreError: the home is open in this process with another durability, or
+            the PostgreSQL server cannot be reached.
+        ImportError: a PostgreSQL home without psycopg installed.
     """
 
     def __init__(self, home: str | os.PathLike[str] | None = None, *,
@@ -129,7 +138,12 @@ class BideSaver(BaseCheckpointSaver[str]):
                  map_size: int = DEFAULT_MAP_SIZE, max_size: int = DEFAULT_MAX_SIZE) -> None:
         super().__init__(serde=serde)
         home = home if home is not None else os.environ.get("BIDE_HOME") or ".bide"
-        store = LMDBStore(home, durability=durability, map_size=map_size, max_size=max_size)
+        store: Store
+        if is_url(home):
+            store = open_store(str(home), durability=durability, create=True, clock=time.time)
+        else:
+            store = LMDBStore(home, durability=durability, map_size=map_size,
+                              max_size=max_size)
         self.home, self.durability = store.home, durability
         self._shared = _Shared(store)
 
