@@ -54,6 +54,7 @@ class PgListener:
         self.url, self.shown, self.stop = url, shown, stop
         self._conn: psycopg.Connection[Any] | None = None
         self._pause = 0.05
+        self._next_try = 0.0  # monotonic: no reconnect attempt before this
         deadline = time.monotonic() + timeout
         while not self._connect():
             if time.monotonic() > deadline or self.stop.wait(self._pause):
@@ -64,8 +65,13 @@ class PgListener:
     def wait(self, timeout: float) -> Heard:
         """Wait up to ``timeout`` seconds for announcements; after a reconnect, ``missed``."""
         if self._conn is None:
-            if self.stop.wait(min(self._pause, timeout)) or not self._connect():
+            early = self._next_try - time.monotonic()
+            if early > 0:  # paced: never a busy loop of connection attempts
+                self.stop.wait(min(early, timeout))
+                return Heard()
+            if not self._connect():
                 self._pause = min(self._pause * 2, 1.0)
+                self._next_try = time.monotonic() + self._pause
                 return Heard()
             return Heard(missed=True)
         try:

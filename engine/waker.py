@@ -23,13 +23,14 @@ one rescan (and a ping) per ``rescan`` seconds.
 from __future__ import annotations
 
 import heapq
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from ..formats.errors import BideError
 from . import attention
-from .errors import StoreError
 from .index import RunHead
 from .run_view import RunView
 from .runtime import Engine
@@ -38,6 +39,7 @@ RESCAN = 30.0  # seconds between full rescans when changes are announced
 SLICE = 0.5  # the longest a stop goes unseen while waiting
 SLACK = 0.05  # look this long after a lease or deadline ends (it must have ended)
 RETRY = 1.0  # after a failed read (the server restarting), try again this soon
+GRID = 1.0  # timers fall due on whole seconds: runs due together are read in one snapshot
 
 
 class Heard(Protocol):
@@ -87,6 +89,7 @@ class Waker:
         self.engine, self.changes, self.offer, self.stop = engine, changes, offer, stop
         self.rescan, self.log = rescan, log
         self.ready = threading.Event()  # set after the first full rescan
+        self.failure: Exception | None = None
         self._timers: list[tuple[float, str]] = []  # (monotonic due, run_id), a heap
         self._due: dict[str, float] = {}  # the live entry of each run in the heap
         self._full_at = 0.0  # monotonic time of the next full rescan
@@ -108,6 +111,15 @@ class Waker:
 
     # -- the loop ---------------------------------------------------------------
     def _serve(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:
+            # a watcher that no longer hears would look alive and do nothing: stop it
+            self.log(f"wake-ups failed ({type(exc).__name__}: {exc}); stopping the watcher")
+            self.failure = exc  # raised again by Watcher.serve, in its own thread
+            self.stop.set()
+
+    def _loop(self) -> None:
         self._full()
         self.ready.set()
         self.log(f"listening for wake-ups; a full rescan every {self.rescan:g}s")
@@ -150,7 +162,7 @@ class Waker:
         """Offer what can go on, arm timers for the rest; False if the store failed."""
         try:
             ready, later = survey(self.engine, run_ids)
-        except StoreError as exc:
+        except BideError as exc:  # the server away, or a damaged entry: doctor says which
             if not self._failing:  # said once per outage, not at every retry
                 self.log(f"wake-ups: cannot read the runs ({exc}); trying again")
             self._failing = True
@@ -168,6 +180,7 @@ class Waker:
     # -- timers -----------------------------------------------------------------
     def _arm(self, run_id: str, due: float, *, keep_sooner: bool = False) -> None:
         have = self._due.get(run_id)
+        due = math.ceil(due / GRID) * GRID  # never earlier than asked
         if keep_sooner and have is not None and have <= due:
             return
         self._due[run_id] = due

@@ -112,6 +112,8 @@ class Watcher:
                 self.log("the waker did not stop in time")
             self._finish()
         self.log("watcher stopped; runs left resumable")
+        if self._waker is not None and self._waker.failure is not None:
+            raise self._waker.failure  # exit non-zero: a supervisor restarts it
 
     # -- the inbox loop -------------------------------------------------------------
     def _tick(self) -> None:
