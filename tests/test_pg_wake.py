@@ -284,3 +284,30 @@ def test_the_lease_timer_does_not_take_over_a_live_workers_run(tmp_path, pg_url,
     time.sleep(3.5)  # three lease times and more: the far worker keeps renewing
     assert status(pg_url, tmp_path / "t", "j") == Status.RUNNING
     assert sum(1 for k in count_lines(effects) if k.startswith("node ship")) == 1
+
+
+def _sessions(cluster: Any, url: str) -> dict[int, Any]:
+    """Each bide session of the home's database: when it last sent the server a query."""
+    dbname = url.split("/")[3].split("?")[0]
+    with psycopg.connect(cluster.url(), autocommit=True, connect_timeout=10) as conn:
+        return dict(conn.execute("SELECT pid, query_start FROM pg_stat_activity WHERE "
+                                 "datname = %s AND application_name LIKE 'bide%%'",
+                                 (dbname,)).fetchall())
+
+
+@pytest.mark.parametrize("rescan", [(), pytest.param(("--rescan", "0.3"), id="polling")])
+def test_an_idle_watcher_sends_the_server_nothing_between_rescans(
+        tmp_path, pg_cluster, pg_url, watches, rescan):
+    """With the default rescan (30 s) nothing is asked for seconds on end; the control
+    (a rescan every 0.3 s, as a watcher without wake-ups must) is seen asking."""
+    with opened(pg_url, tmp_path / "a") as eng:
+        for i in range(20):
+            eng.submit("job", run_id=f"f{i}")
+        eng.store.commit([StatusChanged(run_id=f"f{i}", status=Status.DONE) for i in range(20)])
+    watches.append(w := Watch(tmp_path / "b", pg_url, tmp_path / "effects.log", *rescan))
+    w.wait_log("listening for wake-ups")
+    before = _sessions(pg_cluster, pg_url)
+    assert len(before) >= 2  # its listening connection and its pooled one
+    time.sleep(2.0)
+    quiet = _sessions(pg_cluster, pg_url) == before
+    assert quiet is (rescan == ()), w.log()
