@@ -9,6 +9,10 @@ should act on at once, and only then:
 - a decision recorded for a run that waits for one;
 - RUNNING with nobody's lease (released without finishing).
 
+A commit that records a run as blocked (``blocking``) announces nothing: two
+hosts failing on one run in different ways (two versions of a flow) would
+otherwise wake each other in a tight loop; others find it at their next rescan.
+
 Checkpoints of a run under a live lease, renewals and finished runs announce
 nothing: they are most commits, and on PostgreSQL every notifying commit takes
 one cluster-wide lock at COMMIT (notifications are queued in commit order), so
@@ -22,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..formats import ApprovalDecided, LeaseReleased, Record, RunCreated, StatusChanged
+from .blocking import BLOCKED
 from .index import RUNS, RunHead, Tables, load
 from .vocabulary import WAITING, Status
 
@@ -37,9 +42,10 @@ def announced(tables: Tables, batch: Sequence[Record]) -> list[str]:
         batch: the records the commit wrote.
     """
     decided = {r.run_id for r in batch if isinstance(r, ApprovalDecided)}
+    blocked = {r.run_id for r in batch if isinstance(r, StatusChanged) and r.reason == BLOCKED}
     moved = dict.fromkeys(r.run_id for r in batch if isinstance(r, _MOVES))
     out = []
-    for run_id in moved:
+    for run_id in (r for r in moved if r not in blocked):
         head = load(tables, RUNS, run_id.encode(), RunHead)
         if head is not None and wants_watcher(head, decided=run_id in decided):
             out.append(run_id)

@@ -30,6 +30,7 @@ from polling import wait_for
 
 psycopg = pytest.importorskip("psycopg")
 from bide.engine import pg_store  # noqa: E402  (needs psycopg)
+from bide.engine.blocking import BLOCKED  # noqa: E402
 from bide.engine.errors import StaleLease  # noqa: E402
 from bide.engine.pg_listen import CHANNEL  # noqa: E402
 from bide.engine.pg_store import PostgresStore  # noqa: E402
@@ -139,6 +140,12 @@ def test_a_commit_announces_only_the_runs_a_watcher_must_act_on(store_and_ears):
     assert ears.take() == ["b"]  # let go: any worker may take it
     store.commit([RunCreated(run_id="lg", flow="langgraph", at=1.0)])
     assert ears.take() == []  # LangGraph threads are never a watcher's
+    store.commit([LeaseAcquired(run_id="b", owner="w", token=2, expires_at=9e12),
+                  StatusChanged(run_id="b", status=Status.RUNNING)])
+    store.commit([LeaseReleased(run_id="b", owner="w", token=2),
+                  StatusChanged(run_id="b", status=Status.INTERRUPTED, reason=BLOCKED,
+                                error="UnknownFlow: job")])
+    assert ears.take() == []  # blocked here: two hosts failing on it must not ping-pong
 
 
 def test_a_decision_announces_its_run_once_per_commit(store_and_ears, tmp_path, pg_url):
