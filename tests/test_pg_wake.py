@@ -239,8 +239,23 @@ def _other_host() -> tuple[str, ...]:
     return (unshare, "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', "other-host")
 
 
-def test_a_killed_hosts_run_is_taken_over_when_its_lease_expires(tmp_path, pg_url, watches):
+# no rescan, and an announced run looked at again only after its own lease time (2 min):
+# within the test's deadline only the timer at the far lease's expiry can act
+NEAR = ("--rescan", HOUR, "--lease-ttl", "120")
+
+
+@pytest.mark.parametrize("near_knows_by", ["rescan", "notification"])
+def test_a_killed_hosts_run_is_taken_over_when_its_lease_expires(
+        tmp_path, pg_url, watches, near_knows_by):
+    """The near watcher learns of the run by its one rescan (started after the far
+    worker took it), or by the run's announcement (frozen until the far worker has
+    it); after that only the lease's timer can make it take the run over."""
     effects = tmp_path / "effects.log"
+    near = None
+    if near_knows_by == "notification":
+        watches.append(near := Watch(tmp_path / "near", pg_url, effects, *NEAR))
+        near.wait_log("listening for wake-ups")
+        near.proc.send_signal(signal.SIGSTOP)  # the far worker must win the run
     far = Watch(tmp_path / "far", pg_url, effects, "--lease-ttl", "2", "--rescan", HOUR,
                 prefix=_other_host(), hang=True)
     watches.append(far)
@@ -253,9 +268,11 @@ def test_a_killed_hosts_run_is_taken_over_when_its_lease_expires(tmp_path, pg_ur
         with eng.store.reader() as r:
             head = r.head("j")
     assert head.status == Status.RUNNING and head.lease_owner.startswith("other-host:")
-    # a watcher here learns of the run by its one rescan, then only by the lease's timer
-    watches.append(near := Watch(tmp_path / "near", pg_url, effects, "--rescan", HOUR))
-    near.wait_log("listening for wake-ups")
+    if near is None:
+        watches.append(near := Watch(tmp_path / "near", pg_url, effects, *NEAR))
+        near.wait_log("listening for wake-ups")
+    else:
+        near.proc.send_signal(signal.SIGCONT)  # the announcement waits in its socket
     time.sleep(2.5)  # more than one lease time: the far worker renews, nobody takes over
     assert status(pg_url, tmp_path / "t", "j") == Status.RUNNING
     assert sum(1 for k in count_lines(effects) if k.startswith("node ship")) == 1
