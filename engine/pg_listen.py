@@ -37,8 +37,10 @@ class Heard:
 
 
 def payload(run_id: str) -> str:
-    """The notification that announces ``run_id`` (``EVERYTHING`` if it would not fit)."""
-    return run_id if len(run_id.encode()) <= MAX_PAYLOAD else EVERYTHING
+    """The notification that announces ``run_id``; ``EVERYTHING`` if it cannot name it (too
+    long, or a NUL, which PostgreSQL text cannot hold)."""
+    fits = "\x00" not in run_id and len(run_id.encode("utf-8", "replace")) <= MAX_PAYLOAD
+    return run_id if fits else EVERYTHING
 
 
 class PgListener:

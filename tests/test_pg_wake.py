@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -335,3 +336,19 @@ def test_an_idle_watcher_sends_the_server_nothing_between_rescans(
     time.sleep(2.0)
     quiet = _sessions(pg_cluster, pg_url) == before
     assert quiet is (rescan == ()), w.log()
+
+
+def test_a_run_id_a_notification_cannot_carry_asks_for_a_rescan(store_and_ears):
+    """PostgreSQL text holds no NUL: such a run is announced as "look at everything",
+    which the watcher's listener reports as missed (a full rescan)."""
+    store, ears = store_and_ears
+    stop = threading.Event()
+    listener = store.changes(stop)
+    try:
+        store.commit([RunCreated(run_id="a\x00b", flow="job", at=1.0),
+                      RunCreated(run_id="plain", flow="job", at=1.0)])
+        assert sorted(ears.take()) == ["", "plain"]
+        heard = listener.wait(DEADLINE)
+        assert heard.missed and heard.runs == ("plain",)
+    finally:
+        listener.close()
