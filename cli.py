@@ -672,6 +672,9 @@ def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 @click.option("--max-attempts", default=5, show_default=True,
               help="Fail a run whose worker died this many times.")
 @click.option("--lease-ttl", default=30.0, show_default=True, help="Lease seconds.")
+@click.option("--rescan", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds between rescans for runs to resume [default: 1; 30 on a "
+                   "PostgreSQL home, whose commits announce runs].")
 @click.option("--approval-key-file", "--key-file", "approval_key_file",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Accept only decision files signed with this HMAC key; the home then "
@@ -691,7 +694,7 @@ def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 def watch(home: Path, apps: tuple[str, ...], once: bool, poll: bool, max_orphan_age: str,
           max_attempts: int, lease_ttl: float, approval_key_file: Path | None,
           durability: str, workers: int, limits: dict[str, int], inbox: Path | None,
-          requests: Path | None) -> None:
+          requests: Path | None, rescan: float | None = None) -> None:
     """Take decisions from the inbox and resume runs under leases until stopped.
 
     The inbox is served on its own loop while up to --workers runs execute, so a
@@ -706,6 +709,7 @@ def watch(home: Path, apps: tuple[str, ...], once: bool, poll: bool, max_orphan_
             eng.register(*load_flows(spec))
         watcher = Watcher(eng, poll=poll, max_orphan_age=_age_option(max_orphan_age) or 86400,
                           max_attempts=max_attempts, workers=workers, limits=limits,
+                          rescan=rescan,
                           log=lambda line: click.echo(f"{time.strftime('%H:%M:%S')} {line}"))
         if once:
             watcher.once()

@@ -12,7 +12,7 @@ from . import report, suite
 
 
 @click.command("bench")
-@click.argument("what", type=click.Choice((*suite.WHAT, "watch")), default="all")
+@click.argument("what", type=click.Choice((*suite.WHAT, "watch", "pg-wake")), default="all")
 @click.option("--quick", is_flag=True, help="Every workload and policy at small size (< 1 min).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every measurement to this file as JSON.")
@@ -41,7 +41,8 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     (LangGraph on the same workloads, if installed; LangGraph's PostgresSaver and
     DBOS against bide on one PostgreSQL server, and 1/2/4 worker processes on one
     PostgreSQL home; postgres runs those alone) or all; watch measures the
-    watcher (inbox latency, bursts, idle CPU) on its own.
+    watcher (inbox latency, bursts, idle CPU) on its own; pg-wake measures its
+    LISTEN/NOTIFY wake-ups on the PostgreSQL server at $BIDE_BENCH_PG.
     """
     if pg_url is not None:
         from ..engine.pg_home import is_url
@@ -52,6 +53,9 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
             raise click.BadParameter(f"{pg_url!r} is not a postgresql:// URL", param_hint="--pg")
     if what == "watch":
         _watch(quick, json_path, home)
+        return
+    if what == "pg-wake":
+        _pg_wake(quick, json_path, home)
         return
     if plot_path is not None:
         try:
@@ -85,6 +89,24 @@ def _watch(quick: bool, json_path: Path | None, home: Path | None) -> None:
         home.mkdir(parents=True, exist_ok=True)
     out = watching.run(quick=quick, home=home, say=lambda line: click.echo(line, err=True))
     click.echo(watching.render(out))
+    if json_path is not None:
+        json_path.write_text(to_json(out, indent=1) + "\n")
+        click.echo(f"wrote {json_path}", err=True)
+
+
+def _pg_wake(quick: bool, json_path: Path | None, home: Path | None) -> None:
+    import os
+
+    from . import pg_wake
+
+    url = os.environ.get("BIDE_BENCH_PG")
+    if not url:
+        raise click.UsageError("pg-wake needs a PostgreSQL server: set BIDE_BENCH_PG to its "
+                               "URL (a scratch database is made there and dropped)")
+    if home is not None:
+        home.mkdir(parents=True, exist_ok=True)
+    out = pg_wake.run(url, quick=quick, home=home, say=lambda line: click.echo(line, err=True))
+    click.echo(pg_wake.render(out))
     if json_path is not None:
         json_path.write_text(to_json(out, indent=1) + "\n")
         click.echo(f"wrote {json_path}", err=True)

@@ -30,6 +30,11 @@ Decisions (DESIGN.md, "Beyond one machine"), and why:
   committed, and the seqs are returned. Not found: nothing of it exists and the
   whole transaction (check included) is run again. Other writes (delete, lease
   renewal, rebuild) are idempotent and are simply run again.
+- **Wake-ups by NOTIFY in the commit.** A commit that leaves a run needing a
+  watcher (submitted, decided, let go: ``wakeups``) sends ``NOTIFY`` with the
+  run id in the same transaction; watchers ``LISTEN`` on a connection of their
+  own (``pg_listen``). Other commits send nothing: a notifying COMMIT takes a
+  cluster-wide lock, so most commits must not.
 - Connections are kept in a small pool, one per thread at a time (a thread
   that reads while it commits holds two), reconnecting within
   ``reconnect_timeout`` when the server restarts.
@@ -52,9 +57,11 @@ from ..formats import Record, encode
 from .errors import NewerStore, NotAHome, StoreError
 from .index import DERIVED, RUNS, apply, refold_without
 from .pg_home import is_url, redacted
+from .pg_listen import CHANNEL, PgListener, payload
 from .pg_reader import CREATE, HIGH_WATER, SCHEMA, PgReader, PgTables
 from .run_view import check_fence, renew_if_held
 from .store import Check, Later, Logged, Observed, WriteEvent, numbered
+from .wakeups import announced
 
 PG_FORMAT = 1
 DURABILITIES = ("durable", "fast")
@@ -347,6 +354,7 @@ class PostgresStore(Observed):
             txn.append(list(zip(seqs, raws, strict=True)))
             for seq, record, raw in zip(seqs, batch, raws, strict=True):
                 apply(txn, seq, len(raw), record)
+            _announce(txn, batch)
             return seqs
 
         def landed(r: PgReader, seqs: list[int]) -> bool:
@@ -406,6 +414,12 @@ class PostgresStore(Observed):
 
         return self._write(body)
 
+
+    def changes(self, stop: threading.Event) -> PgListener:
+        """Wake-ups for a watcher: what commits announce, on a connection of its own."""
+        self._guard()
+        return PgListener(self.url, self.home, stop, timeout=self.reconnect_timeout)
+
     # -- maintenance -------------------------------------------------------
     def spend_reserve(self) -> bool:
         return False  # the server manages its own disk
@@ -427,6 +441,15 @@ class PostgresStore(Observed):
 def _meta(conn: psycopg.Connection[Any], key: str) -> str | None:
     row = conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = %s", (key,)).fetchone()
     return None if row is None else str(row[0])
+
+
+def _announce(txn: PgTables, batch: Sequence[Record]) -> None:
+    """NOTIFY the runs this commit announces (``wakeups``), in its own transaction: a
+    rolled-back or retried commit wakes nobody, a committed one wakes every listener."""
+    woken = [payload(run_id) for run_id in announced(txn, batch)]
+    if woken:
+        txn.conn.execute("SELECT pg_notify(%s, w) FROM unnest(%s::text[]) AS w",
+                         (CHANNEL, woken))
 
 
 def _backoff(attempt: int) -> None:

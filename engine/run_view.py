@@ -97,6 +97,23 @@ class RunView:
             return req is not None and settled(req, now)
         return head.status == Status.RUNNING and not self.lease_live(now)
 
+    def workable_at(self, now: float) -> float | None:
+        """When ``needs_work`` turns true with no commit in between: the expiry of the
+        live lease it runs under, or the deadline of the approval it waits for.
+
+        None when only a commit can change that (or it needs work now, or never will).
+        """
+        head = self.head
+        if head.flow == "langgraph":
+            return None
+        if head.status == Status.RUNNING and self.lease_live(now):
+            return self.lease_expires()
+        if head.status in WAITING:
+            req = self.awaited_approval()
+            if req is not None and not settled(req, now) and req.expires_at is not None:
+                return req.expires_at
+        return None
+
 
 def finished(head: RunHead) -> bool:
     """DONE, FAILED or CANCELLED: nothing more happens to it unless someone resumes it."""

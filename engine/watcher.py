@@ -11,6 +11,12 @@ on while other runs' nodes are busy. Runs whose flow has async nodes run on one
 event loop the watcher owns, so they share it. A rescan reads only the runs not
 finished (``attention``), so an idle watcher over a long history costs nothing.
 
+On a store that announces changes (PostgreSQL's LISTEN/NOTIFY) the ``waker``
+thread finds runs instead: offered the moment a commit on any host announces
+them, looked at again when a lease or deadline they wait on ends, and a full
+rescan only every ``rescan`` seconds (30 by default there); the inbox loop then
+only takes files.
+
 SIGINT/SIGTERM stop every worker at its next boundary; runs stay resumable. A
 run that cannot go on for a reason of its own (a renamed node, an unknown flow, a
 corrupt record) is recorded as blocked on that run and logged; the watcher
@@ -34,6 +40,7 @@ from .recovery import RecoveredRun, RecoverReport
 from .run_view import RunView
 from .runs import Run
 from .runtime import Engine
+from .waker import RESCAN, Waker
 
 DEFAULT_WORKERS = 4
 
@@ -48,8 +55,15 @@ class Watcher:
 
     def __init__(self, engine: Engine, *, workers: int = DEFAULT_WORKERS,
                  limits: Mapping[str, int] | None = None, poll: bool = False,
-                 max_orphan_age: float = 86400.0, max_attempts: int = 5, rescan: float = 1.0,
-                 grace: float = 30.0, log: Callable[[str], None] = print) -> None:
+                 max_orphan_age: float = 86400.0, max_attempts: int = 5,
+                 rescan: float | None = None, grace: float = 30.0,
+                 log: Callable[[str], None] = print) -> None:
+        # a store with changes() announces runs (PostgreSQL): rescans can be rare
+        self._changes = getattr(engine.store, "changes", None)
+        if rescan is None:
+            rescan = RESCAN if self._changes is not None else 1.0
+        if not rescan > 0:
+            raise ValueError(f"rescan must be a number of seconds above 0, not {rescan!r}")
         self.engine, self.poll, self.rescan, self.log = engine, poll, rescan, log
         self.max_orphan_age, self.max_attempts, self.grace = max_orphan_age, max_attempts, grace
         self.dispatcher = Dispatcher(self._advance, workers=workers, limits=limits, log=log)
@@ -58,6 +72,7 @@ class Watcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._events: InboxEvents | None = None
+        self._waker: Waker | None = None
         self._serving = False  # workers started by serve(): the inbox hands them runs
         marker = signing.marker(engine.home, engine.store)
         if engine.approval_key is None and signing.requirement(marker) is not None:
@@ -85,25 +100,29 @@ class Watcher:
         self._events = InboxEvents(self.inbox.dir, self.stop, rescan=self.rescan,
                                    poll=self.poll)
         self._install_signals()
-        self._start()
         self._serving = True
         try:
+            self._start()
             self._tick()
             for _landed in self._events:
                 self._tick()
         finally:
             self._serving = False
             self.stop.set()
+            if self._waker is not None and not self._waker.join(self.grace):
+                self.log("the waker did not stop in time")
             self._finish()
         self.log("watcher stopped; runs left resumable")
+        if self._waker is not None and self._waker.failure is not None:
+            raise self._waker.failure  # exit non-zero: a supervisor restarts it
 
     # -- the inbox loop -------------------------------------------------------------
     def _tick(self) -> None:
         """Record what landed in the inbox; offer the workers every run that can go on."""
         self.engine.store.reader_check()
         self._take_files()
-        if self.stop.is_set():
-            return
+        if self.stop.is_set() or self._waker is not None:
+            return  # the waker finds the runs when the store announces changes
         for head in self.engine._runnable():
             self.dispatcher.offer(head.run_id, head.flow)
 
@@ -159,6 +178,10 @@ class Watcher:
                                              daemon=True)
         self._loop_thread.start()
         self.dispatcher.start()
+        if self._changes is not None:  # LISTEN first, then the waker's first rescan
+            self._waker = Waker(self.engine, self._changes(self.stop), self.dispatcher.offer,
+                                stop=self.stop, rescan=self.rescan, log=self.log)
+            self._waker.start()
 
     def _finish(self) -> None:
         """Wait for the workers to reach their next boundary, then stop the event loop."""
