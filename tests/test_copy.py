@@ -1,0 +1,327 @@
+"""``bide copy SRC DST`` (issue 14.4): LMDB to PostgreSQL and back, record by record, verified.
+
+The PostgreSQL ends are databases of the throwaway cluster of ``tests/pg_cluster.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import sys
+from pathlib import Path
+from typing import Annotated, TypedDict
+
+import bide
+import pytest
+from bide.cli import main
+from bide.engine import memory_store, store
+from bide.engine.maintenance import prune
+from bide.formats import LeaseAcquired, RunCreated, StatusChanged
+from click.testing import CliRunner
+from conftest import APPS, count_lines, run_worker
+
+sys.path.insert(0, str(APPS))
+import incident_app  # noqa: E402
+
+pytest.importorskip("psycopg")
+
+
+@pytest.fixture
+def databases(pg_cluster):
+    """Fresh empty databases of the test cluster, as URLs: ``databases()`` makes one."""
+    made: list[str] = []
+
+    def make() -> str:
+        made.append(pg_cluster.create_database())
+        return pg_cluster.url(made[-1])
+
+    yield make
+    for name in made:
+        pg_cluster.drop_database(name)
+
+
+@pytest.fixture
+def effects(tmp_path, monkeypatch):
+    path = tmp_path / "effects.log"
+    monkeypatch.setenv("BIDE_TEST_EFFECTS", str(path))
+    return path
+
+
+def build_home(home: Path, *, runs: int = 4) -> None:
+    """Runs DONE and one WAITING_APPROVAL (tool calls, parallel nodes, a decision), pruned
+    so the log has gaps and a high-water mark, and a LangGraph thread when it is installed."""
+    with bide.open(home, durability="fast") as eng:
+        eng.register(incident_app.flow)
+        for i in range(runs):
+            run = eng.start("incident", input={"query": f"q{i}"}, run_id=f"r-{i}")
+            if i < runs - 1:
+                eng.decide(run.waiting["approval_id"], bide.Decision.APPROVE, by="alice")
+                assert eng.resume(f"r-{i}").status == bide.Status.DONE
+        prune(eng.store, keep=1)
+    try:
+        graph_thread(home, times=3)
+    except ImportError:
+        pass
+
+
+class LGState(TypedDict):
+    log: Annotated[list, operator.add]
+
+
+def graph_thread(home: Path, *, times: int) -> None:
+    """A LangGraph thread whose list channel is stored as blobs on a ``base`` seq."""
+    from bide.langgraph import BideSaver
+    from langgraph.graph import END, START, StateGraph
+
+    builder = StateGraph(LGState)
+    builder.add_node("step", lambda s: {"log": ["x"]})
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    for _ in range(times):
+        with BideSaver.from_home(home, durability="fast") as saver:
+            builder.compile(checkpointer=saver).invoke(
+                {"log": []}, {"configurable": {"thread_id": "t-1"}})
+
+
+def log_of(home, **kw) -> list[tuple[int, bytes]]:
+    with bide.open(home, create=False, **kw) as eng, eng.store.reader() as r:
+        return list(r.log())
+
+
+def last_seq(home, **kw) -> int:
+    with bide.open(home, create=False, **kw) as eng, eng.store.reader() as r:
+        return r.last_seq()
+
+
+# -- Store.restore, on every backend --------------------------------------------------------
+@pytest.fixture(params=["lmdb", "memory", "postgres"])
+def empty_store(request, tmp_path):
+    if request.param == "postgres":
+        from bide.engine.pg_store import PostgresStore
+        s = PostgresStore(request.getfixturevalue("pg_url"), durability="fast")
+    elif request.param == "memory":
+        s = bide.MemoryStore(f"{memory_store.SCHEME}{tmp_path}", durability="fast")
+    else:
+        from bide.engine.lmdb_store import LMDBStore
+        s = LMDBStore(tmp_path / "home", durability="fast")
+    yield s
+    s.close()
+    memory_store.forget_all(str(tmp_path))
+
+
+def test_restore_keeps_seqs_and_later_commits_go_on_above_them(empty_store):
+    source = bide.MemoryStore(durability="fast")
+    source.commit([RunCreated(run_id="r1", flow="f", at=1.0)])
+    source.delete(lambda r: [])
+    source.commit([StatusChanged(run_id="r1", status=bide.Status.FAILED, error="x", at=2.0)])
+    with source.reader() as r:
+        rows = [(seq + 10 * seq, raw) for seq, raw in r.log()]  # gaps, as PostgreSQL has
+    assert [s for s, _ in rows] == [0, 11]
+    empty_store.restore([], marker="copying")
+    assert empty_store.copy_marker() == "copying"
+    empty_store.restore(rows, marker="copying")
+    with pytest.raises(ValueError, match="cannot restore seq 11"):
+        empty_store.restore(rows[1:], marker=None)  # below the last seq: nothing written
+    assert empty_store.copy_marker() == "copying"
+    empty_store.restore([], marker=None, last_seq=40)
+    assert empty_store.copy_marker() is None
+    assert empty_store.commit([StatusChanged(run_id="r1", status=bide.Status.DONE)]) == [41]
+    with empty_store.reader() as r:
+        assert [s for s, _ in r.log()] == [0, 11, 41]
+        assert r.raw(11) == rows[1][1]
+        assert r.head("r1").status == bide.Status.DONE and r.head("r1").records == 3
+        assert [s for s, _ in r.run_entries("r1")] == [0, 11, 41]
+
+
+# -- the round trip ---------------------------------------------------------------------------
+def test_lmdb_to_postgres_to_lmdb_keeps_every_record_and_a_paused_run_finishes_there(
+        tmp_path, databases, effects):
+    src, back = tmp_path / "src", tmp_path / "back"
+    build_home(src)
+    url, local = databases(), tmp_path / "pg-local"
+    there = bide.copy_home(src, url, destination_local=local, batch_records=7)
+    assert there.ok, (there.differences, there.destination_doctor.problems)
+    assert there.records == len(log_of(src)) and there.batches > 1
+    assert there.runs == {bide.Status.DONE: 3 + _has_langgraph(),
+                          bide.Status.WAITING_APPROVAL: 1}
+    assert there.source_doctor.records == there.destination_doctor.records
+    home_again = bide.copy_home(url, back, source_local=local)
+    assert home_again.ok, home_again.differences
+    assert log_of(src) == log_of(url, local=local) == log_of(back)  # same seqs, same bytes
+    assert last_seq(src) == last_seq(url, local=local) == last_seq(back)  # the high water too
+    for home in (src, back):
+        with bide.open(home, create=False) as a, bide.open(url, local=local, create=False) as b:
+            assert [(h.run_id, h.status, h.state_version) for h in a.runs()] == \
+                   [(h.run_id, h.status, h.state_version) for h in b.runs()]
+            assert all(a.get(f"r-{i}").state == b.get(f"r-{i}").state for i in range(4))
+    if _has_langgraph():
+        assert _lg_values(back) == _lg_values(src) == ["x"] * 3
+    waiting = json.loads((local / "requests").joinpath(
+        next(p.name for p in (local / "requests").iterdir())).read_text())
+    assert waiting["run_id"] == "r-3"
+    applied = _git_applies(effects)
+    with bide.open(url, local=local) as eng:
+        eng.register(incident_app.flow)
+        assert eng.decide(waiting["approval_id"], bide.Decision.APPROVE, by="bob") is True
+        run = eng.resume("r-3")
+        assert run.status == bide.Status.DONE and run.state["applied"] is True
+        assert eng.doctor().ok
+    assert _git_applies(effects) == applied + 1  # the approved patch, applied once there
+
+
+def _git_applies(effects: Path) -> int:
+    return sum(n for line, n in count_lines(effects).items() if line.startswith("tool git_apply"))
+
+
+def _has_langgraph() -> bool:
+    try:
+        import langgraph.graph  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _lg_values(home: Path) -> list:
+    from bide.langgraph import BideSaver
+    with BideSaver.from_home(home, durability="fast") as saver:
+        found = saver.get_tuple({"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}})
+    return found.checkpoint["channel_values"]["log"]
+
+
+# -- refusals: nothing is written ------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["lmdb", "postgres"])
+def test_a_destination_that_is_not_empty_is_refused_and_left_as_it_was(tmp_path, databases,
+                                                                         kind):
+    src = tmp_path / "src"
+    build_home(src, runs=1)
+    dst = str(tmp_path / "dst") if kind == "lmdb" else databases()
+    with bide.open(dst, local=tmp_path / "local", durability="fast") as eng:
+        eng.store.commit([RunCreated(run_id="mine", flow="f", at=1.0)])
+    before = log_of(dst, local=tmp_path / "local")
+    with pytest.raises(bide.CopyRefused, match=r"not empty: .* 1 runs \(mine\)") as refused:
+        bide.copy_home(src, dst, destination_local=tmp_path / "local")
+    assert not refused.value.interrupted and isinstance(refused.value, bide.Conflict)
+    assert log_of(dst, local=tmp_path / "local") == before
+
+
+def test_a_run_under_a_live_lease_refuses_the_copy_an_expired_one_is_copied(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    with bide.open(src, durability="fast") as eng:
+        eng.store.commit([RunCreated(run_id="busy", flow="f", at=1.0),
+                          LeaseAcquired(run_id="busy", owner="elsewhere:1:w", token=1,
+                                        expires_at=1000.0)])
+    with pytest.raises(bide.CopyRefused, match="run busy is leased by elsewhere:1:w"):
+        bide.copy_home(src, dst, now=999.0)
+    assert not (dst / "store").exists()  # refused before the destination was made
+    report = bide.copy_home(src, dst, now=1001.0)
+    assert report.ok and report.records == 2
+    with bide.open(dst, create=False) as eng, eng.store.reader() as r:
+        assert r.head("busy").lease_owner == "elsewhere:1:w"  # as it was: a watcher takes over
+
+
+def test_a_damaged_source_is_refused(tmp_path):
+    src = tmp_path / "src"
+    build_home(src, runs=1)
+    with bide.open(src, durability="fast") as eng:  # an index that lies about a run
+        eng.store.rebuild_indexes(lambda r: [])
+    with pytest.raises(bide.CopyRefused, match="the source fails bide doctor"):
+        bide.copy_home(src, tmp_path / "dst")
+    assert not (tmp_path / "dst").exists()
+
+
+def test_the_same_home_twice_is_refused(tmp_path):
+    build_home(tmp_path / "src", runs=1)
+    with pytest.raises(bide.CopyRefused, match="the same home"):
+        bide.copy_home(tmp_path / "src", str(tmp_path / "x" / ".." / "src"))
+
+
+def test_signed_decisions_stay_required_and_another_key_is_refused(tmp_path, databases):
+    src, local = tmp_path / "src", tmp_path / "local"
+    with bide.open(src, approval_key=b"k1", durability="fast") as eng:
+        eng.store.commit([RunCreated(run_id="r", flow="f", at=1.0)])
+    url = databases()
+    report = bide.copy_home(src, url, destination_local=local)
+    assert (local / "signing.json").read_bytes() == (src / "signing.json").read_bytes()
+    assert any("signed decisions required" in note for note in report.notes)
+    other = tmp_path / "other"
+    with bide.open(other, approval_key=b"k2", durability="fast"):
+        pass
+    with pytest.raises(bide.CopyRefused, match="signed with hmac-sha256"):
+        bide.copy_home(src, databases(), destination_local=other)
+
+
+def test_memory_stores_copy_too(tmp_path):
+    build_home(tmp_path / "src", runs=2)
+    mem = bide.MemoryStore(durability="fast")
+    report = bide.copy_home(tmp_path / "src", mem)
+    assert report.ok and report.records == len(log_of(tmp_path / "src"))
+    report = bide.copy_home(mem, tmp_path / "back")
+    assert report.ok and log_of(tmp_path / "back") == log_of(tmp_path / "src")
+
+
+# -- verification ---------------------------------------------------------------------------
+def test_a_source_written_during_the_copy_fails_verification_with_the_difference_named(
+        tmp_path):
+    src = tmp_path / "src"
+    build_home(src, runs=1)
+    late = []
+
+    def worker_still_running(event: store.WriteEvent) -> None:
+        if event.kind == "restore" and not late:  # while the copy runs: a commit to the source
+            with bide.open(src) as eng:  # the copy holds it open with durability "durable"
+                late.extend(eng.store.commit([RunCreated(run_id="late", flow="f", at=1.0)]))
+
+    stop = store.observe(worker_still_running)
+    try:
+        out = CliRunner().invoke(main, ["copy", str(src), str(tmp_path / "dst")])
+    finally:
+        stop()
+    assert out.exit_code == 1, out.output
+    assert f"log seq {late[0]}: in the source, missing from the destination" in out.output
+    assert "runs late: in the source, missing from the destination" in out.output
+    assert "verification FAILED" in out.output
+
+
+def test_cli_copy_prints_what_it_copied_and_both_doctors(tmp_path, databases):
+    src = tmp_path / "src"
+    build_home(src, runs=2)
+    url = databases()
+    cli = CliRunner()
+    out = cli.invoke(main, ["copy", str(src), url, "--destination-local",
+                            str(tmp_path / "local")])
+    assert out.exit_code == 0, out.output
+    assert f"copied {len(log_of(src))} records" in out.output
+    assert f"doctor {src}: ok" in out.output and f"doctor {url}: ok" in out.output
+    assert "verified: the same records at the same seqs" in out.output
+    again = cli.invoke(main, ["copy", str(src), url, "--json"])
+    assert again.exit_code == 1 and "the destination is not empty" in again.output
+    doc = json.loads(cli.invoke(main, ["copy", url, str(tmp_path / "back"), "--json",
+                                       "--source-local", str(tmp_path / "local")]).output)
+    assert doc["ok"] and doc["records"] == len(log_of(src)) and doc["differences"] == []
+    assert doc["destination_doctor"]["ok"] and doc["runs"][bide.Status.WAITING_APPROVAL] == 1
+
+
+# -- a copy killed half-way -----------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["postgres", "lmdb"])
+def test_a_copy_killed_mid_way_is_refused_as_interrupted_then_resumed(tmp_path, databases,
+                                                                       kind):
+    src = tmp_path / "src"
+    build_home(src)
+    dst = databases() if kind == "postgres" else str(tmp_path / "dst")
+    local = ["--destination-local", str(tmp_path / "local")]
+    cmd = ["-m", "bide.cli", "copy", str(src), dst, "--batch-records", "5", *local]
+    # commit 1 is the marker; 2 and 3 are batches: the kill comes with 10 records copied
+    killed = run_worker(*cmd, fault="after_commit:3:kill")
+    assert killed.returncode == -9, killed.stderr
+    copied = log_of(dst, local=tmp_path / "local")
+    assert copied == log_of(src)[:10]
+    again = run_worker(*cmd)
+    assert again.returncode == 1
+    assert "was interrupted" in again.stderr and "--resume" in again.stderr, again.stderr
+    assert log_of(dst, local=tmp_path / "local") == copied  # nothing deleted, nothing added
+    resumed = run_worker(*cmd, "--resume")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resumed at seq {copied[-1][0] + 1}" in resumed.stdout
+    assert log_of(dst, local=tmp_path / "local") == log_of(src)
+    with bide.open(dst, local=tmp_path / "local", create=False) as eng:
+        assert eng.store.copy_marker() is None and eng.doctor().ok
