@@ -397,7 +397,7 @@ class PostgresStore(Observed):
         top = max([last_seq, *(seq for seq, _ in rows)])
 
         def body(txn: PgTables) -> None:
-            restore_rows(txn, txn.last_seq(), rows, txn.append)
+            restore_rows(txn, txn.last_seq(), rows, lambda batch: txn.append(list(batch)))
             if top >= 0:
                 txn.conn.execute(f"SELECT setval('{SCHEMA}.seq', greatest(%s, "
                                  f"(SELECT last_value FROM {SCHEMA}.seq)))", (top,))
