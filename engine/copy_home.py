@@ -131,9 +131,8 @@ def copy_home(source: Home, destination: Home, *, resume: bool = False,
         report = CopyReport(*names, source_doctor=doctor(src.store))
         _check_source(src, names[1], report.source_doctor, now)
         dst = _open(destination, destination_local, create=True, closing=closing)
-        marker, start = _check_destination(src, dst, resume)
-        report.resumed_from = start if resume else None
-        _copy(src, dst, marker, start, batch_records, now, report)
+        marker, report.resumed_from = _check_destination(src, dst, resume)
+        _copy(src, dst, marker, report.resumed_from or 0, batch_records, now, report)
         report.destination_doctor = doctor(dst.store)
         with src.store.reader() as a, dst.store.reader() as b:
             report.differences = differences(a, b)
@@ -177,8 +176,9 @@ def _refuse_live_leases(r: Reader, source: str, destination: str, now: float) ->
                           "expire, then copy")
 
 
-def _check_destination(src: _End, dst: _End, resume: bool) -> tuple[str, int]:
-    """The marker to keep in the destination and the first seq to copy, or a refusal."""
+def _check_destination(src: _End, dst: _End, resume: bool) -> tuple[str, int | None]:
+    """The marker to keep in the destination and, when resuming, the first seq to copy;
+    or a refusal."""
     _check_signing(src, dst)
     found = dst.store.copy_marker()
     with dst.store.reader() as r:
@@ -190,7 +190,7 @@ def _check_destination(src: _End, dst: _End, resume: bool) -> tuple[str, int]:
         raise CopyRefused(src.name, dst.name, f"the destination is not empty: it holds records "
                           f"up to seq {last} and {len(runs)} runs" + (f" ({shown})" if runs
                           else "") + "; copy into a new, empty home")
-    return json.dumps({"source": src.name, "started": time.time()}), 0
+    return json.dumps({"source": src.name, "started": time.time()}), None
 
 
 def _resumable(src: _End, dst: _End, found: str, last: int, resume: bool) -> str:

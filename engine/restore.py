@@ -2,7 +2,8 @@
 
 ``bide copy`` moves a home from one store to another record by record. Seqs are
 kept, not renumbered: records name other records by seq (a delta checkpoint's
-``base`` and absorbed ``writes``, a LangGraph blob's ``base``), so a renumbered
+``base``, its absorbed ``writes`` and its ``scan_from``, a LangGraph blob's ``base``;
+the derived tables hold seqs everywhere), so a renumbered
 copy would have to rewrite those records, and the copy would no longer hold the
 same bytes. The derived tables are then what ``index.apply`` makes of the same
 records at the same seqs: the destination's indexes equal the source's.

@@ -250,6 +250,37 @@ def test_signed_decisions_stay_required_and_another_key_is_refused(tmp_path, dat
         bide.copy_home(src, databases(), destination_local=other)
 
 
+@pytest.mark.parametrize("kind", ["lmdb", "postgres"])
+def test_a_home_copies_to_its_own_kind_in_batches_of_bounded_size(tmp_path, databases, kind):
+    src = tmp_path / "src"
+    build_home(src, runs=2)
+    first, second = ((tmp_path / "a", tmp_path / "b") if kind == "lmdb"
+                     else (databases(), databases()))
+    bide.copy_home(src, first, destination_local=tmp_path / "local")
+    sizes: list[int] = []
+    stop = store.observe(lambda e: sizes.append(len(e.seqs)) if e.kind == "restore" else None)
+    try:
+        report = bide.copy_home(first, second, batch_records=4, source_local=tmp_path / "local",
+                                destination_local=tmp_path / "local")
+    finally:
+        stop()
+    assert report.ok and log_of(second, local=tmp_path / "local") == log_of(src)
+    assert sizes[0] == sizes[-1] == 0  # the marker first, cleared last
+    assert max(sizes) == 4 and sum(sizes) == report.records and len(sizes) == report.batches + 2
+
+
+def test_resume_finishes_only_a_copy_from_the_same_source(tmp_path):
+    build_home(tmp_path / "src", runs=1)
+    build_home(tmp_path / "other", runs=1)
+    dst = bide.MemoryStore(durability="fast")
+    dst.restore([], marker=json.dumps({"source": str(tmp_path / "src")}))
+    with pytest.raises(bide.CopyRefused, match="from that same source only") as refused:
+        bide.copy_home(tmp_path / "other", dst, resume=True)
+    assert refused.value.interrupted and dst.copy_marker() is not None
+    report = bide.copy_home(tmp_path / "src", dst, resume=True)
+    assert report.ok and report.resumed_from == 0 and dst.copy_marker() is None
+
+
 def test_memory_stores_copy_too(tmp_path):
     build_home(tmp_path / "src", runs=2)
     mem = bide.MemoryStore(durability="fast")
