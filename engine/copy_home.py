@@ -303,6 +303,9 @@ def _local_notes(src: _End, dst: _End) -> list[str]:
             write_request_file(dst.local, _request_of(state))
         if waiting:
             notes.append(f"{len(waiting)} request files written to {dst.local / 'requests'}")
+    if src.local is not None and not src.local.is_dir():
+        notes.append(f"no directory {src.local} for the source on this host: no signing.json, "
+                     "request or inbox files looked at (name it with --source-local)")
     inbox = src.local / "inbox" if src.local is not None else None
     left = sorted(p.name for p in inbox.glob("*.json")) if inbox and inbox.is_dir() else []
     if left:

@@ -243,6 +243,8 @@ def test_signed_decisions_stay_required_and_another_key_is_refused(tmp_path, dat
     report = bide.copy_home(src, url, destination_local=local)
     assert (local / "signing.json").read_bytes() == (src / "signing.json").read_bytes()
     assert any("signed decisions required" in note for note in report.notes)
+    back = bide.copy_home(url, tmp_path / "back", source_local=tmp_path / "elsewhere")
+    assert any("no directory" in n and "--source-local" in n for n in back.notes)  # not silent
     other = tmp_path / "other"
     with bide.open(other, approval_key=b"k2", durability="fast"):
         pass
@@ -350,6 +352,8 @@ def test_a_copy_killed_mid_way_is_refused_as_interrupted_then_resumed(tmp_path, 
     assert again.returncode == 1
     assert "was interrupted" in again.stderr and "--resume" in again.stderr, again.stderr
     assert log_of(dst, local=tmp_path / "local") == copied  # nothing deleted, nothing added
+    with bide.open(dst, local=tmp_path / "local", create=False) as eng:
+        assert any("has not finished" in w for w in eng.doctor().warnings)
     resumed = run_worker(*cmd, "--resume")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"resumed at seq {copied[-1][0] + 1}" in resumed.stdout
