@@ -169,11 +169,11 @@ def _check_source(src: _End, destination: str, checked: DoctorReport, now: float
 def _refuse_live_leases(r: Reader, source: str, destination: str, now: float) -> None:
     leased = [h for h in r.heads() if RunView(r, h).lease_live(now)]
     if leased:
-        h = leased[0]
-        raise CopyRefused(source, destination, f"run {h.run_id} is leased by {h.lease_owner} "
-                          f"(and {len(leased) - 1} more runs are leased): a worker is advancing "
-                          "it; stop the workers (bide watch, apps) or wait for their leases to "
-                          "expire, then copy")
+        h, more = leased[0], len(leased) - 1
+        raise CopyRefused(source, destination, f"run {h.run_id} is leased by {h.lease_owner}"
+                          + (f" (and {more} more runs are leased)" if more else "")
+                          + ": a worker is advancing it; stop the workers (bide watch, apps) "
+                          "or wait for their leases to expire, then copy")
 
 
 def _check_destination(src: _End, dst: _End, resume: bool) -> tuple[str, int | None]:
