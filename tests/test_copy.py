@@ -335,19 +335,22 @@ def test_cli_copy_prints_what_it_copied_and_both_doctors(tmp_path, databases):
 
 
 # -- a copy killed half-way -----------------------------------------------------------------
-@pytest.mark.parametrize("kind", ["postgres", "lmdb"])
+@pytest.mark.parametrize("kind, kill_at", [("postgres", 3), ("lmdb", 3), ("lmdb", 1),
+                                           ("lmdb", "last batch")])
 def test_a_copy_killed_mid_way_is_refused_as_interrupted_then_resumed(tmp_path, databases,
-                                                                       kind):
+                                                                       kind, kill_at):
     src = tmp_path / "src"
     build_home(src)
+    whole = log_of(src)
     dst = databases() if kind == "postgres" else str(tmp_path / "dst")
     local = ["--destination-local", str(tmp_path / "local")]
     cmd = ["-m", "bide.cli", "copy", str(src), dst, "--batch-records", "5", *local]
-    # commit 1 is the marker; 2 and 3 are batches: the kill comes with 10 records copied
-    killed = run_worker(*cmd, fault="after_commit:3:kill")
+    # commit 1 writes the marker, then one per batch of 5 records, then the marker goes
+    occurrence = 1 + -(-len(whole) // 5) if kill_at == "last batch" else kill_at
+    killed = run_worker(*cmd, fault=f"after_commit:{occurrence}:kill")
     assert killed.returncode == -9, killed.stderr
     copied = log_of(dst, local=tmp_path / "local")
-    assert copied == log_of(src)[:10]
+    assert copied == whole[:5 * (occurrence - 1)]
     again = run_worker(*cmd)
     assert again.returncode == 1
     assert "was interrupted" in again.stderr and "--resume" in again.stderr, again.stderr
@@ -356,7 +359,7 @@ def test_a_copy_killed_mid_way_is_refused_as_interrupted_then_resumed(tmp_path, 
         assert any("has not finished" in w for w in eng.doctor().warnings)
     resumed = run_worker(*cmd, "--resume")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"resumed at seq {copied[-1][0] + 1}" in resumed.stdout
-    assert log_of(dst, local=tmp_path / "local") == log_of(src)
+    assert f"resumed at seq {copied[-1][0] + 1 if copied else 0}" in resumed.stdout
+    assert log_of(dst, local=tmp_path / "local") == whole
     with bide.open(dst, local=tmp_path / "local", create=False) as eng:
         assert eng.store.copy_marker() is None and eng.doctor().ok
