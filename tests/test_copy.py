@@ -328,8 +328,9 @@ def test_cli_copy_prints_what_it_copied_and_both_doctors(tmp_path, databases):
     assert "verified: the same records at the same seqs" in out.output
     again = cli.invoke(main, ["copy", str(src), url, "--json"])
     assert again.exit_code == 1 and "the destination is not empty" in again.output
-    doc = json.loads(cli.invoke(main, ["copy", url, str(tmp_path / "back"), "--json",
-                                       "--source-local", str(tmp_path / "local")]).output)
+    back = cli.invoke(main, ["copy", url, str(tmp_path / "back"), "--json",
+                             "--source-local", str(tmp_path / "local")])
+    doc = json.loads(back.stdout, parse_constant=lambda name: pytest.fail(f"bare {name}"))
     assert doc["ok"] and doc["records"] == len(log_of(src)) and doc["differences"] == []
     assert doc["destination_doctor"]["ok"] and doc["runs"][bide.Status.WAITING_APPROVAL] == 1
 
