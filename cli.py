@@ -505,11 +505,11 @@ def _copy_text(r: CopyReport) -> str:
              f"{plural(r.batches, 'transaction')}{resumed}: {r.source} -> {r.destination} "
              f"({r.seconds:.1f}s)", f"runs: {runs}", *r.notes]
     for end, doc in ((r.source, r.source_doctor), (r.destination, r.destination_doctor)):
-        lines.append(f"doctor {end}: " + ("ok" if doc.ok else "FAILED") +
+        lines.append(f"doctor {end}: " + ("ok" if doc.ok else "problems found") +
                      f", {doc.records} records, {doc.runs} runs")
         lines += [f"  {p}" for p in doc.problems[:10]]
     if r.differences:
-        lines.append("verification FAILED: the two ends differ")
+        lines.append("verification failed: the two ends differ")
         lines += [f"  {d}" for d in r.differences]
     elif r.ok:
         lines.append("verified: the same records at the same seqs, byte for byte, and every "

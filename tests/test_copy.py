@@ -312,7 +312,7 @@ def test_a_source_written_during_the_copy_fails_verification_with_the_difference
     assert out.exit_code == 1, out.output
     assert f"log seq {late[0]}: in the source, missing from the destination" in out.output
     assert "runs late: in the source, missing from the destination" in out.output
-    assert "verification FAILED" in out.output
+    assert "verification failed: the two ends differ" in out.output
 
 
 def test_cli_copy_prints_what_it_copied_and_both_doctors(tmp_path, databases):
