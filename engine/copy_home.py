@@ -42,7 +42,7 @@ from ..formats import ApprovalRequested
 from . import faults, pg_home, signing
 from .approvals import write_request_file
 from .copy_verify import differences
-from .errors import CopyRefused
+from .errors import CopyRefused, NotAHome
 from .index import ApprovalState
 from .maintenance import DoctorReport, doctor
 from .permissions import open_private
@@ -153,7 +153,13 @@ def _open(home: Home, local: str | os.PathLike[str] | None, *, create: bool,
           closing: ExitStack) -> _End:
     if not isinstance(home, (str, os.PathLike)):
         return _End(str(home.home), home, None if local is None else Path(local))
-    engine = closing.enter_context(Engine(home, create=create, local=local))
+    try:  # an existing home is opened as it is: a refused copy leaves it untouched
+        engine = Engine(home, create=False, local=local)
+    except NotAHome:
+        if not create:
+            raise
+        engine = Engine(home, create=True, local=local)
+    closing.enter_context(engine)
     return _End(_name(home), engine.store, engine.home)
 
 

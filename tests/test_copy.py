@@ -198,10 +198,14 @@ def test_a_destination_that_is_not_empty_is_refused_and_left_as_it_was(tmp_path,
     with bide.open(dst, local=tmp_path / "local", durability="fast") as eng:
         eng.store.commit([RunCreated(run_id="mine", flow="f", at=1.0)])
     before = log_of(dst, local=tmp_path / "local")
+    for sub in ("inbox", "requests"):
+        (tmp_path / ("dst" if kind == "lmdb" else "local") / sub).rmdir()
+    files = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     with pytest.raises(bide.CopyRefused, match=r"not empty: .* 1 runs \(mine\)") as refused:
         bide.copy_home(src, dst, destination_local=tmp_path / "local")
     assert not refused.value.interrupted and isinstance(refused.value, bide.Conflict)
     assert log_of(dst, local=tmp_path / "local") == before
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == files  # no new file
 
 
 def test_a_run_under_a_live_lease_refuses_the_copy_an_expired_one_is_copied(tmp_path):
