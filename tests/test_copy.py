@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import operator
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, TypedDict
 
@@ -208,19 +209,25 @@ def test_a_destination_that_is_not_empty_is_refused_and_left_as_it_was(tmp_path,
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == files  # no new file
 
 
-def test_a_run_under_a_live_lease_refuses_the_copy_an_expired_one_is_copied(tmp_path):
+def test_a_run_under_a_live_lease_refuses_the_copy_an_expired_one_is_taken_over_there(
+        tmp_path, effects):
     src, dst = tmp_path / "src", tmp_path / "dst"
+    now = time.time()
     with bide.open(src, durability="fast") as eng:
-        eng.store.commit([RunCreated(run_id="busy", flow="f", at=1.0),
-                          LeaseAcquired(run_id="busy", owner="elsewhere:1:w", token=1,
-                                        expires_at=1000.0)])
-    with pytest.raises(bide.CopyRefused, match="run busy is leased by elsewhere:1:w"):
-        bide.copy_home(src, dst, now=999.0)
-    assert not (dst / "store").exists()  # refused before the destination was made
-    report = bide.copy_home(src, dst, now=1001.0)
-    assert report.ok and report.records == 2
-    with bide.open(dst, create=False) as eng, eng.store.reader() as r:
-        assert r.head("busy").lease_owner == "elsewhere:1:w"  # as it was: a watcher takes over
+        eng.register(incident_app.flow)
+        eng.submit("incident", {"query": "q"}, run_id="busy")
+        eng.store.commit([LeaseAcquired(run_id="busy", owner="elsewhere:1:w", token=1,
+                                        expires_at=now + 30, attempts=1)])
+    with pytest.raises(bide.CopyRefused, match="run busy is leased by elsewhere:1:w: a worker"):
+        bide.copy_home(src, dst, now=now)
+    assert not dst.exists()  # refused before the destination was made
+    report = bide.copy_home(src, dst, now=now + 60)
+    assert report.ok and report.records == 3  # created, its first checkpoint, the lease
+    with bide.open(dst, durability="fast", clock=lambda: time.time() + 60) as eng:
+        assert eng.get("busy").status == bide.Status.PENDING
+        eng.register(incident_app.flow)
+        (taken,) = eng.recover()  # the dead worker's run, taken over in the new home
+        assert taken.run_id == "busy" and taken.status == bide.Status.WAITING_APPROVAL
 
 
 def test_a_damaged_source_is_refused(tmp_path):
