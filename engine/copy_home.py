@@ -277,18 +277,17 @@ def _check_signing(src: _End, dst: _End) -> None:
 
 def _carry_signing(src: _End, dst: _End) -> str | None:
     """Copy ``signing.json`` unchanged: a home that requires signed decisions still does."""
-    if src.local is None or dst.local is None or signing.requirement(src.local) is None:
+    found = None if src.local is None else signing.requirement(src.local)
+    if found is None or src.local is None or dst.local is None:
         return None
-    found = signing.requirement(src.local)
-    assert found is not None
     there = dst.local / signing.MARKER
     if signing.requirement(dst.local) is None:
-        _write_exclusive(there, (src.local / signing.MARKER).read_bytes())
+        _write_durably(there, (src.local / signing.MARKER).read_bytes())
     return f"signed decisions required ({found['key_id']}): {there}"
 
 
-def _write_exclusive(path: Path, data: bytes) -> None:
-    """Write a new file by a private temporary name and a rename, fsynced."""
+def _write_durably(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all: a private temporary file, fsynced, renamed."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = open_private(tmp, os.O_WRONLY | os.O_EXCL)
     try:

@@ -294,11 +294,14 @@ def test_resume_finishes_only_a_copy_from_the_same_source(tmp_path):
     assert report.ok and report.resumed_from == 0 and dst.copy_marker() is None
 
 
-def test_memory_stores_copy_too(tmp_path):
+def test_memory_stores_copy_too_and_waiting_inbox_files_are_named_not_moved(tmp_path):
     build_home(tmp_path / "src", runs=2)
+    (tmp_path / "src" / "inbox" / "d-1.json").write_text("{}")
     mem = bide.MemoryStore(durability="fast")
     report = bide.copy_home(tmp_path / "src", mem)
     assert report.ok and report.records == len(log_of(tmp_path / "src"))
+    assert any("1 decision files wait in" in n and "d-1.json" in n for n in report.notes)
+    assert (tmp_path / "src" / "inbox" / "d-1.json").exists()
     report = bide.copy_home(mem, tmp_path / "back")
     assert report.ok and log_of(tmp_path / "back") == log_of(tmp_path / "src")
 
