@@ -10,6 +10,7 @@ import sys as _sys
 
 from .engine import langgraph
 from .engine.compaction import CompactReport, compact
+from .engine.copy_home import CopyReport, copy_home
 from .engine.errors import (
     ApprovalError,
     ApprovalKeyError,
@@ -17,6 +18,7 @@ from .engine.errors import (
     CompactFailed,
     Conflict,
     ContextClosed,
+    CopyRefused,
     CorruptIndex,
     CorruptRecord,
     DecisionNotAllowed,
@@ -88,6 +90,8 @@ __all__ = [
     "CompactReport",
     "Conflict",
     "ContextClosed",
+    "CopyRefused",
+    "CopyReport",
     "CorruptIndex",
     "CorruptRecord",
     "Decision",
@@ -151,6 +155,7 @@ __all__ = [
     "append",
     "check_run_id",
     "compact",
+    "copy_home",
     "merge",
     "open",
     "read_approval_key",

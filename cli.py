@@ -28,6 +28,7 @@ import click
 from . import (
     ApprovalKeyError,
     BideError,
+    CopyReport,
     Decision,
     DecisionNotAllowed,
     Engine,
@@ -39,6 +40,7 @@ from . import (
     UnknownStatus,
     Watcher,
     check_run_id,
+    copy_home,
     read_approval_key,
 )
 from . import compact as compact_home
@@ -467,6 +469,52 @@ def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
         [human(), *(f"warning: {w}" for w in report.warnings)]))
     if not report.ok:
         raise click.exceptions.Exit(EXIT_BAD_STATE)
+
+
+@main.command()
+@click.argument("source", metavar="SRC", type=HOME)
+@click.argument("destination", metavar="DST", type=HOME)
+@click.option("--resume", is_flag=True, help="Finish a copy from SRC that was interrupted.")
+@click.option("--source-local", type=click.Path(file_okay=False, path_type=Path),
+              help="This host's directory of a postgresql:// SRC (default .bide).")
+@click.option("--destination-local", type=click.Path(file_okay=False, path_type=Path),
+              help="This host's directory of a postgresql:// DST (default .bide).")
+@click.option("--batch-records", type=click.IntRange(min=1), default=500, show_default=True,
+              help="Records per transaction in DST.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def copy(source: Path | str, destination: Path | str, resume: bool,
+         source_local: Path | None, destination_local: Path | None, batch_records: int,
+         as_json: bool) -> None:
+    """Copy the home SRC record by record into the empty DST, then verify both ends.
+
+    SRC and DST are home directories or postgresql:// URLs (LMDB to PostgreSQL and
+    back). Exit 1 when DST is not empty, or when the doctor or the comparison of the
+    two ends finds a difference (named).
+    """
+    report = copy_home(source, destination, resume=resume, source_local=source_local,
+                       destination_local=destination_local, batch_records=batch_records)
+    _out(as_json, report.to_dict(), lambda: _copy_text(report))
+    if not report.ok:
+        raise click.exceptions.Exit(EXIT_BAD_STATE)
+
+
+def _copy_text(r: CopyReport) -> str:
+    runs = ", ".join(f"{status} {n}" for status, n in r.runs.items()) or "none"
+    resumed = f", resumed at seq {r.resumed_from}" if r.resumed_from is not None else ""
+    lines = [f"copied {plural(r.records, 'record')} ({size(r.bytes)}) in "
+             f"{plural(r.batches, 'transaction')}{resumed}: {r.source} -> {r.destination} "
+             f"({r.seconds:.1f}s)", f"runs: {runs}", *r.notes]
+    for end, doc in ((r.source, r.source_doctor), (r.destination, r.destination_doctor)):
+        lines.append(f"doctor {end}: " + ("ok" if doc.ok else "problems found") +
+                     f", {doc.records} records, {doc.runs} runs")
+        lines += [f"  {p}" for p in doc.problems[:10]]
+    if r.differences:
+        lines.append("verification failed: the two ends differ")
+        lines += [f"  {d}" for d in r.differences]
+    elif r.ok:
+        lines.append("verified: the same records at the same seqs, byte for byte, and every "
+                     "derived table equal (runs, statuses, latest states, intents, approvals)")
+    return "\n".join(lines)
 
 
 @main.command()

@@ -19,7 +19,8 @@
     │   ├── StaleLease             a commit with a fencing token that lost its lease (Conflict)
     │   ├── LogUnreadable          log records cannot be read; prune/rebuild refuse
     │   ├── StoreBusy              compact: another process has the store open (Conflict)
-    │   └── CompactFailed          the compacted copy did not verify; nothing swapped
+    │   ├── CompactFailed          the compacted copy did not verify; nothing swapped
+    │   └── CopyRefused            bide copy: destination not empty, a run leased... (Conflict)
     ├── FlowError                  flow definition or flow/run mismatch; ``flow``, ``node``
     │   ├── UnknownFlow            this process serves no flow of that name
     │   ├── FlowMismatch           a node the run needs no longer exists
@@ -193,6 +194,20 @@ class StoreBusy(StoreError, Conflict):
 
 class CompactFailed(StoreError):
     """The compacted copy did not verify; the store was not touched."""
+
+
+class CopyRefused(StoreError, Conflict):
+    """``bide copy`` will not copy ``source`` into ``destination``; ``why`` says what is there.
+
+    Refused before writing, except for a copy stopped half-way (``interrupted``): what it
+    wrote stays in the destination, for its owner to resume or set aside.
+    """
+
+    def __init__(self, source: object, destination: object, why: str, *,
+                 interrupted: bool = False) -> None:
+        self.source, self.destination, self.why = source, destination, why
+        self.interrupted = interrupted
+        super().__init__(f"cannot copy {source} to {destination}: {why}", path=destination)
 
 
 class FlowError(BideError):
@@ -431,6 +446,7 @@ __all__ = [
     "CompactFailed",
     "Conflict",
     "ContextClosed",
+    "CopyRefused",
     "CorruptIndex",
     "CorruptRecord",
     "DecisionNotAllowed",

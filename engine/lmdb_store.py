@@ -61,6 +61,7 @@ from .lmdb_layout import (
     scan_prefix,
 )
 from .permissions import PRIVATE_FILE, open_private, private_dir
+from .restore import COPY_MARKER, Row, restore_rows
 from .run_view import check_fence, renew_if_held
 from .store import LEASES, LOG, Check, Later, Logged, Observed, WriteEvent, numbered
 from .table_reads import TableReads
@@ -821,6 +822,36 @@ class LMDBStore(Observed):
 
         return self._write(body)
 
+    def restore(self, rows: Sequence[Row], *, marker: str | None, last_seq: int = -1) -> None:
+        """Put framed records back at their own seqs (``bide copy``), in ONE transaction.
+
+        The rows are folded by ``index.apply`` (``restore.restore_rows``); ``marker`` is
+        set as the copy marker (None clears it); seqs up to ``last_seq`` are never given.
+        """
+        def body(txn: lmdb.Transaction[bytes]) -> None:
+            reader = LMDBReader(txn, self.dbs)
+            last = reader.last_seq()
+
+            def put_log(batch: Sequence[Row]) -> None:
+                for seq, raw in batch:
+                    txn.put(seq_key(seq), raw, db=self.dbs[LOG], append=True)
+
+            restore_rows(TxnTables(txn, self.dbs), last, rows, put_log)
+            if last_seq > max([last, *(seq for seq, _ in rows)]):
+                txn.put(_HIGH_WATER, seq_key(last_seq), db=self.dbs[META])
+            if marker is None:
+                txn.delete(COPY_MARKER.encode(), db=self.dbs[META])
+            else:
+                txn.put(COPY_MARKER.encode(), marker.encode(), db=self.dbs[META])
+
+        self._write(body)
+        self._notify(WriteEvent("restore", tuple(seq for seq, _ in rows)))
+
+    def copy_marker(self) -> str | None:
+        """The copy marker ``restore`` left (an interrupted ``bide copy``), or None."""
+        with self.reader() as r:
+            raw = r.txn.get(COPY_MARKER.encode(), db=self.dbs[META])
+        return None if raw is None else raw.decode()
 
 
 @contextmanager

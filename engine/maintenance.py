@@ -253,6 +253,9 @@ def doctor(store: Store, *, rebuild: bool = False) -> DoctorReport:
         report = check(r)
     report.rebuilt = rebuild
     report.warnings = exposure(Path(store.home))  # a non-file store's name: nothing
+    if (marker := store.copy_marker()) is not None:
+        report.warnings.append(f"a bide copy into this home has not finished ({marker}); "
+                               "finish it with bide copy --resume before using the home")
     return report
 
 

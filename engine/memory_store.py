@@ -32,6 +32,7 @@ from .index import (
     seq_key,
     seq_of,
 )
+from .restore import COPY_MARKER, Row, restore_rows
 from .run_view import check_fence, renew_if_held
 from .store import LEASES, LOG, Check, Later, Logged, Observed, WriteEvent, numbered
 from .table_reads import TableReads
@@ -90,6 +91,9 @@ class MemoryReader(TableReads):
     def last_seq(self) -> int:
         return int(self._tables[_LAST])
 
+    def marker(self) -> str | None:
+        return self._tables.get(COPY_MARKER)
+
 
 class _Txn(MemoryReader):
     """A writer's view: reads see its own writes; tables are copied on first write."""
@@ -116,6 +120,9 @@ class _Txn(MemoryReader):
 
     def set_last(self, seq: int) -> None:
         self._tables[_LAST] = max(seq, self._tables[_LAST])
+
+    def mark(self, marker: str | None) -> None:
+        self._tables[COPY_MARKER] = marker
 
     def snapshot(self) -> Snapshot:
         return self._tables
@@ -219,6 +226,24 @@ class MemoryStore(Observed):
 
         return self._write(body)
 
+    def restore(self, rows: Sequence[Row], *, marker: str | None, last_seq: int = -1) -> None:
+        """Put framed records back at their own seqs (``bide copy``), as ``LMDBStore.restore``."""
+        def body(txn: _Txn) -> None:
+            def put_log(batch: Sequence[Row]) -> None:
+                for seq, raw in batch:
+                    txn.put(LOG, seq_key(seq), raw)
+
+            restore_rows(txn, txn.last_seq(), rows, put_log)
+            txn.set_last(max([last_seq, *(seq for seq, _ in rows)]))
+            txn.mark(marker)
+
+        self._write(body)
+        self._notify(WriteEvent("restore", tuple(seq for seq, _ in rows)))
+
+    def copy_marker(self) -> str | None:
+        """The copy marker ``restore`` left (an interrupted ``bide copy``), or None."""
+        with self.reader() as r:
+            return r.marker()
 
     def spend_reserve(self) -> bool:
         return False  # memory keeps no reserve file

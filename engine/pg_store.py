@@ -59,6 +59,7 @@ from .index import DERIVED, RUNS, apply, refold_without
 from .pg_home import is_url, redacted
 from .pg_listen import CHANNEL, PgListener, payload
 from .pg_reader import CREATE, HIGH_WATER, SCHEMA, PgReader, PgTables
+from .restore import COPY_MARKER, Row, restore_rows
 from .run_view import check_fence, renew_if_held
 from .store import Check, Later, Logged, Observed, WriteEvent, numbered
 from .wakeups import announced
@@ -419,6 +420,40 @@ class PostgresStore(Observed):
         """Wake-ups for a watcher: what commits announce, on a connection of its own."""
         self._guard()
         return PgListener(self.url, self.home, stop, timeout=self.reconnect_timeout)
+
+
+    def restore(self, rows: Sequence[Row], *, marker: str | None, last_seq: int = -1) -> None:
+        """Put framed records back at their own seqs (``bide copy``), as ``LMDBStore.restore``;
+        the sequence is moved past them (and ``last_seq``) so no seq is given twice."""
+        top = max([last_seq, *(seq for seq, _ in rows)])
+
+        def body(txn: PgTables) -> None:
+            restore_rows(txn, txn.last_seq(), rows, lambda batch: txn.append(list(batch)))
+            if top >= 0:
+                txn.conn.execute(f"SELECT setval('{SCHEMA}.seq', greatest(%s, "
+                                 f"(SELECT last_value FROM {SCHEMA}.seq)))", (top,))
+            if top > (rows[-1][0] if rows else -1):
+                txn.conn.execute(
+                    f"INSERT INTO {SCHEMA}.meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
+                    f"SET value = greatest({SCHEMA}.meta.value::bigint, "
+                    "EXCLUDED.value::bigint)::text", (HIGH_WATER, str(top)))
+            txn.conn.execute(f"DELETE FROM {SCHEMA}.meta WHERE key = %s", (COPY_MARKER,))
+            if marker is not None:
+                txn.conn.execute(f"INSERT INTO {SCHEMA}.meta VALUES (%s, %s)",
+                                 (COPY_MARKER, marker))
+
+        def landed(r: PgReader, _: None) -> bool:
+            return r.raw(rows[0][0]) is not None
+
+        self._write(body, landed=landed if rows else None)
+        self._notify(WriteEvent("restore", tuple(seq for seq, _ in rows)))
+
+    def copy_marker(self) -> str | None:
+        """The copy marker ``restore`` left (an interrupted ``bide copy``), or None."""
+        with self.reader() as r:
+            found = r.conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = %s",
+                                   (COPY_MARKER,)).fetchone()
+        return None if found is None else str(found[0])
 
     # -- maintenance -------------------------------------------------------
     def spend_reserve(self) -> bool:

@@ -39,7 +39,7 @@ class WriteEvent:
     bench counts transactions, torture logs what must survive a crash.
     """
 
-    kind: str  # "commit", "delete" or "renew_lease"
+    kind: str  # "commit", "delete", "renew_lease" or "restore" (bide copy)
     seqs: tuple[int, ...] = ()
     fence: tuple[str, int] | None = None
     refused: bool = False  # a fenced commit refused (StaleLease); nothing was written
@@ -210,6 +210,24 @@ class Store(Protocol):
         Returns:
             The number of records replayed.
         """
+
+    def restore(self, rows: Sequence[tuple[int, bytes]], *, marker: str | None,
+                last_seq: int = -1) -> None:
+        """Put framed records back at their own seqs and fold them (``index.apply``), in
+        ONE transaction: how ``bide copy`` fills a destination (``engine/restore.py``).
+
+        Args:
+            rows: ``(seq, framed bytes)`` in ascending seq order, above the last seq.
+            marker: the copy marker to leave in the store (a copy under way), or None
+                to clear it.
+            last_seq: seqs up to this one are never given by later commits.
+
+        Raises:
+            ValueError: a seq at or below the store's last seq (nothing is written).
+        """
+
+    def copy_marker(self) -> str | None:
+        """The marker an unfinished ``restore`` sequence left, or None."""
 
     def on_commit(self, observer: Observer) -> Callable[[], None]:
         """Call ``observer`` after each durable write of this store object (and each

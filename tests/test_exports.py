@@ -100,3 +100,11 @@ def test_store_seam_names_are_public():
     store = bide.MemoryStore()
     assert isinstance(store.on_commit(lambda event: None), type(lambda: None))
     store.close()
+
+
+def test_issue_14_copy_names_are_public():
+    """``bide copy`` from Python: ``copy_home``, its report, and its refusal in the tree."""
+    assert {"CopyRefused", "CopyReport", "copy_home"} <= set(bide.__all__)
+    assert issubclass(bide.CopyRefused, bide.StoreError) and issubclass(bide.CopyRefused,
+                                                                         bide.Conflict)
+    assert callable(bide.Store.restore) and callable(bide.Store.copy_marker)
