@@ -1,0 +1,173 @@
+"""Proof runs on PostgreSQL: many runs, several worker processes, real failures.
+
+Each worker is a ``bide watch`` process with its own local directory, standing in
+for a host; they share one database. The runs are ``proof_app``'s (prep → pay with
+a reconciled, non-idempotent ``charge`` → finish); every node execution and every
+charge is one line in a file outside the database. Two failures:
+
+- two of four workers SIGKILLed mid-way: their runs are taken over once their
+  leases expire (a short ``--lease-ttl``);
+- the server restarted with ``pg_ctl restart -m immediate`` mid-run: the workers
+  reconnect and go on.
+
+Afterwards every run is DONE, reached DONE once, charged exactly once, and
+``doctor`` is clean.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import bide
+import pytest
+from bide import Status
+from bide.engine import maintenance
+from conftest import APPS, count_lines
+from polling import wait_for
+
+pytest.importorskip("psycopg")
+sys.path.insert(0, str(APPS))
+import proof_app  # noqa: E402
+
+DEADLINE = 240.0  # seconds for every run to finish; a hang fails, it never blocks CI
+LEASE_TTL = 3.0  # a killed worker's runs are taken over this long after its last renewal
+
+
+def opened(url: str, here: Path) -> bide.Engine:
+    """The test's own view of the database (its local directory unused by workers)."""
+    return bide.open(url, durability="fast", local=here / "checker")
+
+
+def seed(url: str, here: Path, runs: int) -> list[str]:
+    """``runs`` runs submitted (PENDING), for the workers to find."""
+    ids = [f"r{i:03d}" for i in range(runs)]
+    with opened(url, here) as eng:
+        eng.register(proof_app.flow)
+        for run_id in ids:
+            eng.submit("proof", run_id=run_id)
+    return ids
+
+
+@contextmanager
+def workers(url: str, here: Path, count: int, *, slow: float = 0.0
+            ) -> Iterator[list[subprocess.Popen]]:
+    """``count`` ``bide watch`` processes on ``url``, each as host ``host<i>`` (its lease
+    owner's name, ``as_host.py``) in a directory of its own; every one still running
+    at the end is stopped (SIGTERM, then SIGKILL)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BIDE_")}
+    env.update(PYTHONPATH=str(APPS), PROOF_EFFECTS=str(here / "effects"), PROOF_SLOW=str(slow))
+    procs = []
+    for i in range(count):
+        (here / f"host{i}").mkdir()
+        log = (here / f"host{i}.log").open("w")
+        procs.append(subprocess.Popen(
+            [sys.executable, str(APPS / "as_host.py"), "watch", "--home", url, "--app",
+             "proof_app:flow", "--workers", "2", "--lease-ttl", str(LEASE_TTL)],
+            cwd=here / f"host{i}", env={**env, "PROOF_HOST": f"host{i}"}, stdout=log,
+            stderr=subprocess.STDOUT))
+        log.close()
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(30)
+
+
+def charges(here: Path) -> Counter[str]:
+    return Counter({k: n for k, n in count_lines(here / "effects").items()
+                    if k.startswith("tool charge")})
+
+
+def statuses(url: str, here: Path) -> Counter[str]:
+    with opened(url, here) as eng:
+        return Counter(r.status.value for r in eng.runs())
+
+
+def all_done(url: str, here: Path, runs: int) -> Callable[[], bool]:
+    return lambda: statuses(url, here)[Status.DONE] == runs
+
+
+def logs(here: Path) -> str:
+    return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(here.glob("*.log")))
+
+
+def check_world(url: str, here: Path, ids: list[str]) -> None:
+    """Every run DONE once, charged once with its own key; doctor clean."""
+    lines = count_lines(here / "effects")
+    with opened(url, here) as eng:
+        assert maintenance.doctor(eng.store).ok
+        keys = {}
+        for run_id in ids:
+            run = eng.get(run_id)
+            assert run.status == Status.DONE, (run_id, run.status, run.error)
+            assert run.state == {"prep": True, "paid": run.state["paid"], "done": True}
+            (call,) = eng.intents(run_id)
+            keys[run_id] = call["idempotency_key"]
+            assert run.state["paid"] == keys[run_id]
+            with eng.store.reader() as r:
+                done = [s for s, _ in r.run_entries(run_id)  # checkpoints, status changes
+                        if getattr(r.record(s), "status", None) == Status.DONE]
+            assert len(done) == 1, (run_id, done)  # DONE once, never finished twice
+    assert charges(here) == Counter({f"tool charge {k}": 1 for k in keys.values()}), \
+        "a charge was lost or made twice"
+    for run_id in ids:  # a node runs again only when a failure cut it off
+        assert 1 <= lines[f"node finish {run_id}"] <= 2, (run_id, lines)
+
+
+def takeovers(url: str, here: Path, dead: tuple[str, ...]) -> list[tuple[str, float]]:
+    """(run, when) for each lease taken from a worker of a ``dead`` host."""
+    found = []
+    with opened(url, here) as eng, eng.store.reader() as r:
+        for head in r.heads():
+            leases = [rec for s, t in r.run_entries(head.run_id) if t == "lease_acquired"
+                      for rec in [r.record(s)]]
+            found += [(head.run_id, new.at) for old, new in zip(leases, leases[1:])
+                      if old.owner.startswith(dead) and new.attempts > old.attempts]
+    return found
+
+
+def four_hosts_two_killed(url: str, here: Path, runs: int) -> None:
+    ids = seed(url, here, runs)
+    started = time.monotonic()
+    with workers(url, here, 4, slow=0.05) as procs:
+        assert wait_for(lambda: len(charges(here)) >= runs // 4, DEADLINE), logs(here)
+        for p in procs[:2]:
+            p.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        for p in procs[:2]:
+            p.wait(30)
+        assert len(charges(here)) < runs, "every run was charged before the kill"
+        assert wait_for(all_done(url, here, runs), DEADLINE), (statuses(url, here), logs(here))
+        for p in procs[2:]:
+            assert p.poll() is None, logs(here)  # the survivors never died
+    took = time.monotonic() - started
+    check_world(url, here, ids)
+    taken = takeovers(url, here, ("host0:", "host1:"))
+    assert taken, "no run of a killed worker was taken over: the kill tested nothing"
+    # another host's lease is honoured until it expires (renewed every ttl/3 until the kill)
+    assert all(at >= killed_at + LEASE_TTL / 2 for _, at in taken), (killed_at, taken)
+    print(f"{runs} runs, 4 workers, 2 killed: {took:.1f}s, {len(taken)} taken over")
+
+
+def test_four_hosts_two_killed_midway_every_run_done_once(pg_url, tmp_path):
+    four_hosts_two_killed(pg_url, tmp_path, 40)
+
+
+@pytest.mark.slow
+def test_four_hosts_two_killed_midway_over_200_runs(pg_url, tmp_path):
+    four_hosts_two_killed(pg_url, tmp_path, 200)
