@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from itertools import pairwise
 from pathlib import Path
 
 import bide
@@ -57,8 +58,8 @@ def seed(url: str, here: Path, runs: int) -> list[str]:
 
 
 @contextmanager
-def workers(url: str, here: Path, count: int, *, slow: float = 0.0
-            ) -> Iterator[list[subprocess.Popen]]:
+def workers(url: str, here: Path, count: int, *, slow: float = 0.0,
+            hang_after: dict[int, int] | None = None) -> Iterator[list[subprocess.Popen]]:
     """``count`` ``bide watch`` processes on ``url``, each as host ``host<i>`` (its lease
     owner's name, ``as_host.py``) in a directory of its own; every one still running
     at the end is stopped (SIGTERM, then SIGKILL)."""
@@ -71,7 +72,9 @@ def workers(url: str, here: Path, count: int, *, slow: float = 0.0
         procs.append(subprocess.Popen(
             [sys.executable, str(APPS / "as_host.py"), "watch", "--home", url, "--app",
              "proof_app:flow", "--workers", "2", "--lease-ttl", str(LEASE_TTL)],
-            cwd=here / f"host{i}", env={**env, "PROOF_HOST": f"host{i}"}, stdout=log,
+            cwd=here / f"host{i}", env={**env, "PROOF_HOST": f"host{i}", **(
+                {"PROOF_HANG_AFTER": str(hang_after[i])} if i in (hang_after or {}) else {})},
+            stdout=log,
             stderr=subprocess.STDOUT))
         log.close()
     try:
@@ -136,7 +139,7 @@ def takeovers(url: str, here: Path, dead: tuple[str, ...]) -> list[tuple[str, fl
         for head in r.heads():
             leases = [rec for s, t in r.run_entries(head.run_id) if t == "lease_acquired"
                       for rec in [r.record(s)]]
-            found += [(head.run_id, new.at) for old, new in zip(leases, leases[1:])
+            found += [(head.run_id, new.at) for old, new in pairwise(leases)
                       if old.owner.startswith(dead) and new.attempts > old.attempts]
     return found
 
@@ -144,21 +147,23 @@ def takeovers(url: str, here: Path, dead: tuple[str, ...]) -> list[tuple[str, fl
 def four_hosts_two_killed(url: str, here: Path, runs: int) -> None:
     ids = seed(url, here, runs)
     started = time.monotonic()
-    with workers(url, here, 4, slow=0.05) as procs:
-        assert wait_for(lambda: len(charges(here)) >= runs // 4, DEADLINE), logs(here)
+    hang = runs // 10  # host0 and host1 stop inside their next charges after this many
+    with workers(url, here, 4, slow=0.02, hang_after={0: hang, 1: hang}) as procs:
+        # both threads of each doomed host are inside a charge, their runs leased: kill
+        assert wait_for(lambda: all(sum(count_lines(here / f"host{i}" / "hanging").values())
+                                    == 2 for i in (0, 1)), DEADLINE), logs(here)
         for p in procs[:2]:
             p.send_signal(signal.SIGKILL)
         killed_at = time.time()
         for p in procs[:2]:
             p.wait(30)
-        assert len(charges(here)) < runs, "every run was charged before the kill"
         assert wait_for(all_done(url, here, runs), DEADLINE), (statuses(url, here), logs(here))
         for p in procs[2:]:
             assert p.poll() is None, logs(here)  # the survivors never died
     took = time.monotonic() - started
     check_world(url, here, ids)
     taken = takeovers(url, here, ("host0:", "host1:"))
-    assert taken, "no run of a killed worker was taken over: the kill tested nothing"
+    assert len(taken) == 4, taken  # the four runs the killed workers were charging
     # another host's lease is honoured until it expires (renewed every ttl/3 until the kill)
     assert all(at >= killed_at + LEASE_TTL / 2 for _, at in taken), (killed_at, taken)
     print(f"{runs} runs, 4 workers, 2 killed: {took:.1f}s, {len(taken)} taken over")
@@ -171,3 +176,19 @@ def test_four_hosts_two_killed_midway_every_run_done_once(pg_url, tmp_path):
 @pytest.mark.slow
 def test_four_hosts_two_killed_midway_over_200_runs(pg_url, tmp_path):
     four_hosts_two_killed(pg_url, tmp_path, 200)
+
+
+def test_an_immediate_server_restart_mid_run_loses_and_repeats_nothing(pg_cluster, pg_url,
+                                                                     tmp_path):
+    runs = 60
+    ids = seed(pg_url, tmp_path, runs)
+    with workers(pg_url, tmp_path, 2, slow=0.1) as procs:
+        assert wait_for(lambda: len(charges(tmp_path)) >= runs // 4, DEADLINE), logs(tmp_path)
+        before = len(charges(tmp_path))
+        pg_cluster.restart("immediate")  # as a crash: no shutdown checkpoint
+        assert before < runs - 10, "the runs were nearly done before the restart"
+        assert wait_for(all_done(pg_url, tmp_path, runs), DEADLINE), (
+            statuses(pg_url, tmp_path), logs(tmp_path))
+        for p in procs:
+            assert p.poll() is None, logs(tmp_path)  # they reconnected, never died
+    check_world(pg_url, tmp_path, ids)

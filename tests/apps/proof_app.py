@@ -6,7 +6,9 @@
 $PROOF_EFFECTS, a file outside the store; the reconciler reads that file, so a
 charge whose outcome a kill left unknown is settled without calling it again.
 $PROOF_SLOW (seconds) makes ``charge`` take that long *after* its effect, so a
-kill lands between the effect and its durable outcome.
+kill lands between the effect and its durable outcome. $PROOF_HANG_AFTER=N makes
+every charge after this process's N-th hang after its effect (the thread's run
+keeps its lease), noting it in ``./hanging``: a test kills the process there.
 
 usage: proof_app.py HOME EFFECTS start|resume|decide RUN_ID [ask] [DECISION]
 (HOME a directory or a postgresql:// URL; prints the run as JSON).
@@ -14,6 +16,7 @@ usage: proof_app.py HOME EFFECTS start|resume|decide RUN_ID [ask] [DECISION]
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -34,9 +37,15 @@ def charged(idempotency_key: str, run_id: str) -> bide.Outcome:
     return bide.Outcome.not_done()
 
 
+_made = itertools.count(1)
+
+
 @bide.tool(reconcile=charged)
 def charge(run_id: str, *, idempotency_key: str) -> dict:
     effect(f"tool charge {idempotency_key}")
+    if next(_made) > int(os.environ.get("PROOF_HANG_AFTER", "1000000000")):
+        record_effect("hanging", idempotency_key)
+        time.sleep(3600)  # until the test kills this process
     time.sleep(float(os.environ.get("PROOF_SLOW", "0")))
     return {"charged": idempotency_key}
 
