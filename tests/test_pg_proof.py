@@ -108,8 +108,25 @@ def statuses(url: str, here: Path) -> Counter[str]:
         return Counter(r.status.value for r in eng.runs())
 
 
+def not_done(url: str, here: Path) -> dict[str, tuple[str, str | None]]:
+    """The runs not DONE: status and error, for a failing test's message."""
+    with opened(url, here) as eng:
+        return {r.run_id: (r.status.value, r.error) for r in eng.runs()
+                if r.status != Status.DONE}
+
+
+MOVING = (Status.PENDING, Status.RUNNING, Status.INTERRUPTED)
+
+
 def all_done(url: str, here: Path, runs: int) -> Callable[[], bool]:
-    return lambda: statuses(url, here)[Status.DONE] == runs
+    """Every run DONE; raises as soon as every run has stopped and some are not DONE."""
+    def check() -> bool:
+        seen = statuses(url, here)
+        if seen[Status.DONE] < runs and not any(seen[s] for s in MOVING):
+            raise AssertionError(f"runs stopped short of DONE: {not_done(url, here)}\n"
+                                 f"{logs(here)}")
+        return seen[Status.DONE] == runs
+    return check
 
 
 def logs(here: Path) -> str:
@@ -167,7 +184,7 @@ def four_hosts_two_killed(url: str, here: Path, runs: int) -> None:
         killed_at = time.time()
         for p in procs[:2]:
             p.wait(30)
-        assert wait_for(all_done(url, here, runs), DEADLINE), (statuses(url, here), logs(here))
+        assert wait_for(all_done(url, here, runs), DEADLINE), (not_done(url, here), logs(here))
         for p in procs[2:]:
             assert p.poll() is None, logs(here)  # the survivors never died
     took = time.monotonic() - started
@@ -199,7 +216,7 @@ def test_an_immediate_server_restart_mid_run_loses_and_repeats_nothing(pg_cluste
         pg_cluster.restart("immediate")  # as a crash: no shutdown checkpoint
         assert before < runs - 10, "the runs were nearly done before the restart"
         assert wait_for(all_done(pg_url, tmp_path, runs), DEADLINE), (
-            statuses(pg_url, tmp_path), logs(tmp_path))
+            not_done(pg_url, tmp_path), logs(tmp_path))
         for p in procs:
             assert p.poll() is None, logs(tmp_path)  # they reconnected, never died
     check_world(pg_url, tmp_path, ids)
