@@ -25,7 +25,7 @@ from typing import Any
 from ..formats import PendingWrite
 from . import faults
 from .context import NodeContext
-from .errors import Nondeterminism, Paused, StaleLease, StateNotSerializable, StoreFull
+from .errors import Nondeterminism, Paused, StaleLease, StateNotSerializable, StoreError
 from .offload import off_loop, run_coroutine
 from .state import Op, to_ops
 from .step import StepScope
@@ -199,7 +199,9 @@ def _stopped(task: str, name: str, exc: BaseException, attempt: int, retries: in
              ) -> TaskResult | None:
     if isinstance(exc, Paused):
         return TaskResult(task, name, "pause", pause=exc)
-    if isinstance(exc, (StaleLease, StoreFull)):  # not the node's fault: stop, write nothing
+    # A lost lease, a full disk, a lost connection: the store's trouble, not the node's.
+    # Stop, write nothing (a FAILED record would end the run for good); it resumes later.
+    if isinstance(exc, StoreError):
         return TaskResult(task, name, "lost", exc=exc)
     if not isinstance(exc, Exception):
         raise exc  # KeyboardInterrupt, SystemExit: not ours to turn into a failure
