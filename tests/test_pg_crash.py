@@ -118,7 +118,8 @@ def test_a_plain_call_with_an_unknown_outcome_waits_for_a_person_on_postgres(pg_
     run = tool_app(pg_url, here, "plain", "resume")
     assert run["status"] == Status.NEEDS_RECONCILIATION
     assert [i["status"] for i in run["intents"]] == ["unknown"]
-    assert (here / ".bide" / "requests" / f"{run['waiting']['approval_id']}.json").exists()
+    with bide.open(pg_url) as eng:  # the request is in the database (no local dir was given)
+        assert [p["approval_id"] for p in eng.pending()] == [run["waiting"]["approval_id"]]
     assert sum(count_lines(here / "effects").values()) == 1  # never called again on its own
 
 
