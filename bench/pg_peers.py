@@ -39,6 +39,7 @@ from . import tool_calls
 from .memory import run_in_memory
 from .pg_databases import Databases
 from .tool_calls import arg, send
+from .verdicts import target_line
 
 BASE = "bide postgres durable"  # every ratio is against this row
 LANGGRAPH = "langgraph postgres sync"
@@ -313,10 +314,7 @@ def render(section: dict[str, Any]) -> str:
             f"{_num(r['x_row_bytes_per_step'], 2):>6}{_num(r['table_bytes_per_step']):>9}"
             f"{_num(r['x_table_bytes_per_step'], 2):>6}{_num(r['wal_bytes_per_step']):>8}"
             f"{_num(r['x_wal_bytes_per_step'], 2):>6}")
-    for t in section["targets"]:
-        met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
-        measured = "-" if t["measured"] is None else f"{t['measured']:.2f}"
-        lines.append(f"  {t['target']} ({t['limit']}): {measured} -> {met} ({t['detail']})")
+    lines.extend(target_line(t, detail=True) for t in section["targets"])
     lines.extend(f"  {s}" for s in section["skipped"])
     return "\n".join(lines)
 

@@ -36,6 +36,7 @@ from bide.formats import RunCreated, StatusChanged
 from ..engine.render import to_json
 from ..engine.vocabulary import Decision, Status
 from . import watching
+from .verdicts import named_lines
 
 LISTENING = "listening for wake-ups"
 STATS_LAG = 11.0  # PostgreSQL flushes an idle session's counters within 10 s
@@ -188,9 +189,7 @@ def render(out: dict[str, Any]) -> str:
     for r in out["idle"]:
         lines.append(f"{r['finished_runs']:>6} {r['rescan']:>13} {r['xacts_per_s']:>15.2f} "
                      f"{r['idle_cpu_pct']:>11.2f}%")
-    lines += ["", "Targets"] + [f"  {'met' if t['met'] else 'NOT met'}: {t['name']} "
-                                 f"{t['limit']} (measured {t['measured']})"
-                                 for t in targets(out)]
+    lines += named_lines(targets(out))
     return "\n".join(lines)
 
 

@@ -32,6 +32,7 @@ from typing import Any
 from ..engine.flow import END, Flow
 from ..engine.runtime import open as open_home
 from ..engine.tools import Tool
+from .verdicts import target_line
 
 ARG = RESULT = 100
 QUICK_K, FULL_K = 20, 200
@@ -287,10 +288,7 @@ def render(section: dict[str, Any]) -> str:
     for r in section["rows"]:
         lines.append(f"{r['system']:<24}{r['ms_per_call']:>9.3f}{r['bytes_per_call']:>9.0f}"
                      f"{r['growth_per_call']:>13.0f}{r['bytes_per_payload_byte']:>11.2f}")
-    for t in section["targets"]:
-        met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
-        measured = "-" if t["measured"] is None else f"{t['measured']:.2f}"
-        lines.append(f"  {t['target']} ({t['limit']}): {measured} -> {met}")
+    lines.extend(target_line(t) for t in section["targets"])
     lines.extend(f"  {s}" for s in section["skipped"])
     return "\n".join(lines)
 

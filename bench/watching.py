@@ -32,6 +32,7 @@ from ..engine.inbox import drop_decision
 from ..engine.render import to_json
 from ..engine.run_view import RunView
 from ..engine.watcher import DEFAULT_WORKERS
+from .verdicts import named_lines
 
 APP = '''
 import os, time, bide
@@ -292,9 +293,7 @@ def render(out: dict[str, Any]) -> str:
         lines.append(f"{r['finished_runs']:>8} {r['idle_cpu_pct']:>8.2f}% "
                      f"{r['rescan_ms']:>10.3f} {r['full_scan_ms']:>13.1f} "
                      f"{r['full_scan_cpu_pct']:>12.1f}%")
-    lines += ["", "Targets"] + [f"  {'met' if t['met'] else 'NOT met'}: {t['name']} "
-                                 f"{t['limit']} (measured {t['measured']})"
-                                 for t in targets(out)]
+    lines += named_lines(targets(out))
     return "\n".join(lines)
 
 
