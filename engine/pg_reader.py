@@ -6,22 +6,30 @@ rows: a table ``index.DERIVED`` gains later needs no new SQL) and ``meta``.
 Keys and values are the same bytes LMDB stores; ``bytea`` compares bytewise,
 so key order, prefixes and the run log's ``run_id\\0seq`` layout are LMDB's.
 
-Inside a write transaction puts and deletes are buffered (``PgTables``) and
-sent in one batch before any scan or the commit: ``index.apply`` reads and
-rewrites a run's head per record, and a round trip per put would be most of a
-commit's cost.
+Inside a write transaction reads are cached and prefetched, and log rows, puts
+and deletes are buffered and sent with the COMMIT in one round trip
+(``PgTables``): ``index.apply`` reads and rewrites a run's head per record, and
+a round trip per read or put would be most of a commit's cost. ``run_of`` names
+the run each derived key belongs to: the store locks those runs (pg_store).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ..formats import unpack_value
+from .attention import ATTENTION
 from .index import (
+    APPROVALS,
+    RUNS,
+    ApprovalState,
     seq_key,
     seq_of,
 )
-from .store import LOG
+from .langgraph_index import LG_TABLES
+from .latest import STATE
+from .store import LEASES, LOG
 from .table_reads import TableReads
 
 SCHEMA = "bide"
@@ -37,6 +45,8 @@ CREATE = (
     f"CREATE TABLE IF NOT EXISTS {SCHEMA}.kv (tbl text NOT NULL, key bytea NOT NULL, "
     "value bytea NOT NULL, PRIMARY KEY (tbl, key))",
 )
+_WHOLE_KEY = (RUNS, ATTENTION, LEASES)
+_TAGGED = LG_TABLES  # a one-byte tag, then the thread (the run id of its records)
 HIGH_WATER = "deleted_last_seq"  # meta: the highest seq `delete` removed (never given again)
 
 
@@ -124,19 +134,71 @@ class PgReader(TableReads):
 
 
 class PgTables(PgReader):
-    """A write transaction's view: ``index.Tables`` with buffered puts and deletes."""
+    """A write transaction's view: ``index.Tables`` with a read cache and buffered writes.
+
+    Reads are cached for the transaction (the store holds the lock of every run
+    whose rows it read, so they cannot change under it: ``runs_read``), and
+    ``prefetch`` fills the cache with many keys in one round trip. Log rows,
+    puts and deletes are buffered and sent together with the COMMIT
+    (``write_and_commit``), or before a scan, which must see them.
+    """
 
     def __init__(self, conn: Any) -> None:
         super().__init__(conn)
         self._pending: dict[tuple[str, bytes], bytes | None] = {}
+        self._cache: dict[tuple[str, bytes], bytes | None] = {}
+        self._log: dict[int, bytes] = {}
+        self.runs_read: set[str] = set()  # whose rows this transaction's reads depend on
+        self.unbounded = False  # a scan not confined to one run's keys
 
     def get(self, table: str, key: bytes) -> bytes | None:
+        if table == LOG:
+            return self.raw(seq_of(key))
         if (table, key) in self._pending:
             return self._pending[(table, key)]
-        return super().get(table, key)
+        if (table, key) not in self._cache:
+            self._cache[(table, key)] = super().get(table, key)
+        value = self._cache[(table, key)]
+        run = run_of(table, key, value)
+        if run is not None:
+            self.runs_read.add(run)
+        return value
+
+    def prefetch(self, keys: Iterable[tuple[str, bytes]], *,
+                 also: tuple[str, Any] | None = None) -> list[Any]:
+        """Read every key not yet known in ONE round trip, into the cache (absent ones too).
+
+        Args:
+            also: another query ``(sql, params)`` sent in the same round trip.
+
+        Returns:
+            The rows of ``also`` (empty without it).
+        """
+        want = [k for k in dict.fromkeys(keys)
+                if k[0] != LOG and k not in self._cache and k not in self._pending]
+        with self.conn.pipeline():
+            extra = None if also is None else self.conn.execute(*also)
+            found = self.conn.execute(*prefetch_query(want)) if want else None
+        self.cache(want, [] if found is None else found.fetchall())
+        return [] if extra is None else extra.fetchall()
+
+    def cache(self, keys: Iterable[tuple[str, bytes]], found: list[Any]) -> None:
+        """Take the rows a ``prefetch_query`` of ``keys`` found (the others are absent)."""
+        self._cache.update(dict.fromkeys(k for k in keys if k not in self._cache))
+        self._cache.update(_rows(found))
+
+    def raw(self, seq: int) -> bytes | None:
+        if seq in self._log:
+            return self._log[seq]
+        return super().raw(seq)
 
     def scan(self, table: str, prefix: bytes = b"", *,
              reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        run = scan_run(table, prefix)
+        if run is None:
+            self.unbounded = True
+        else:
+            self.runs_read.add(run)
         self.flush()
         yield from super().scan(table, prefix, reverse=reverse)
 
@@ -152,24 +214,86 @@ class PgTables(PgReader):
 
     def clear(self, table: str) -> None:
         self.flush()
+        self._cache = {k: v for k, v in self._cache.items() if k[0] != table}
         self.conn.execute(f"DELETE FROM {SCHEMA}.kv WHERE tbl = %s", (table,))
 
     def append(self, rows: list[tuple[int, bytes]]) -> None:
-        """Insert log records (seq, framed bytes)."""
-        with self.conn.cursor() as cur:
-            cur.executemany(f"INSERT INTO {SCHEMA}.log (seq, value) VALUES (%s, %s)", rows)
+        """Log records (seq, framed bytes), inserted with the other writes."""
+        self._log.update(rows)
 
     def flush(self) -> None:
-        """Send the buffered puts and deletes (before a scan, and before COMMIT)."""
-        if not self._pending:
-            return
+        """Send the buffered writes now (before a scan, which must see them)."""
+        if self._pending or self._log:
+            with self.conn.pipeline():
+                self._send()
+
+    def _send(self) -> None:
+        """Queue the buffered writes on the connection (inside a pipeline)."""
         puts = [(t, k, v) for (t, k), v in self._pending.items() if v is not None]
         gone = [(t, k) for (t, k), v in self._pending.items() if v is None]
-        self._pending = {}
+        logged = sorted(self._log.items())
+        self._cache.update(self._pending)
+        self._pending, self._log = {}, {}
         with self.conn.cursor() as cur:
+            if logged:
+                cur.executemany(f"INSERT INTO {SCHEMA}.log (seq, value) VALUES (%s, %s)", logged)
             if gone:
                 cur.executemany(f"DELETE FROM {SCHEMA}.kv WHERE tbl = %s AND key = %s", gone)
             if puts:
                 cur.executemany(
                     f"INSERT INTO {SCHEMA}.kv (tbl, key, value) VALUES (%s, %s, %s) "
                     "ON CONFLICT (tbl, key) DO UPDATE SET value = EXCLUDED.value", puts)
+
+    def write_and_commit(self) -> None:
+        """Send the buffered writes and COMMIT in one round trip."""
+        with self.conn.pipeline():
+            self._send()
+            self.conn.execute("COMMIT")
+
+
+def prefetch_query(keys: list[tuple[str, bytes]]) -> tuple[str, tuple[Any, ...]]:
+    """SQL and parameters reading many ``(tbl, key)`` rows of the kv table at once."""
+    return (f"SELECT kv.tbl, kv.key, kv.value FROM {SCHEMA}.kv JOIN "
+            "unnest(%s::text[], %s::bytea[]) AS w(tbl, key) USING (tbl, key)",
+            ([t for t, _ in keys], [k for _, k in keys]))
+
+
+def _rows(found: Iterable[Any]) -> dict[tuple[str, bytes], bytes]:
+    return {(str(t), bytes(k)): bytes(v) for t, k, v in found}
+
+
+def run_of(table: str, key: bytes, value: bytes | None) -> str | None:
+    """The run whose lock keeps the row ``(table, key)`` stable (None: nothing to lock).
+
+    Every derived key names its run: the key itself (heads, attention, lease
+    renewals), its part before the first NUL (run log, intents, latest state),
+    after a one-byte tag (LangGraph's thread); an approval's value names it. An
+    approval id not there yet names none: ids are unique to the run asking.
+    """
+    if table in _WHOLE_KEY:
+        return key.decode(errors="surrogateescape")
+    if table == APPROVALS:
+        if value is None:
+            return None
+        return str(unpack_value(value, ApprovalState, table=table, key=key).run_id)
+    if table in _TAGGED:
+        key = key[1:]
+    return key.split(b"\x00", 1)[0].decode(errors="surrogateescape")
+
+
+def scan_run(table: str, prefix: bytes) -> str | None:
+    """The one run a scan of ``prefix`` stays within, or None (it may cross runs)."""
+    if table in _WHOLE_KEY or table == APPROVALS:
+        return None
+    if table in _TAGGED:
+        prefix = prefix[1:]
+    if b"\x00" not in prefix:
+        return None
+    return prefix.split(b"\x00", 1)[0].decode(errors="surrogateescape")
+
+
+def run_keys(run_id: str) -> list[tuple[str, bytes]]:
+    """What nearly every commit of a run reads first: its head, lease renewal, attention
+    entry and latest-state directory (fetched with the run's lock, in the same round trip)."""
+    rid = run_id.encode(errors="surrogateescape")
+    return [(RUNS, rid), (LEASES, rid), (ATTENTION, rid), (STATE, rid + b"\x00")]
