@@ -15,8 +15,10 @@ the run each derived key belongs to: the store locks those runs (pg_store).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import psycopg
 
 from ..formats import unpack_value
 from .attention import ATTENTION
@@ -45,6 +47,7 @@ CREATE = (
     f"CREATE TABLE IF NOT EXISTS {SCHEMA}.kv (tbl text NOT NULL, key bytea NOT NULL, "
     "value bytea NOT NULL, PRIMARY KEY (tbl, key))",
 )
+T = TypeVar("T")
 _WHOLE_KEY = (RUNS, ATTENTION, LEASES)
 _TAGGED = LG_TABLES  # a one-byte tag, then the thread (the run id of its records)
 HIGH_WATER = "deleted_last_seq"  # meta: the highest seq `delete` removed (never given again)
@@ -176,9 +179,11 @@ class PgTables(PgReader):
         """
         want = [k for k in dict.fromkeys(keys)
                 if k[0] != LOG and k not in self._cache and k not in self._pending]
-        with self.conn.pipeline():
-            extra = None if also is None else self.conn.execute(*also)
-            found = self.conn.execute(*prefetch_query(want)) if want else None
+        def send() -> tuple[Any, Any]:
+            return (None if also is None else self.conn.execute(*also),
+                    self.conn.execute(*prefetch_query(want)) if want else None)
+
+        extra, found = pipelined(self.conn, send)
         self.cache(want, [] if found is None else found.fetchall())
         return [] if extra is None else extra.fetchall()
 
@@ -224,8 +229,7 @@ class PgTables(PgReader):
     def flush(self) -> None:
         """Send the buffered writes now (before a scan, which must see them)."""
         if self._pending or self._log:
-            with self.conn.pipeline():
-                self._send()
+            pipelined(self.conn, self._send)
 
     def _send(self) -> None:
         """Queue the buffered writes on the connection (inside a pipeline)."""
@@ -246,9 +250,37 @@ class PgTables(PgReader):
 
     def write_and_commit(self) -> None:
         """Send the buffered writes and COMMIT in one round trip."""
-        with self.conn.pipeline():
+        def send() -> None:
             self._send()
             self.conn.execute("COMMIT")
+
+        pipelined(self.conn, send)
+
+
+def pipelined(conn: Any, send: Callable[[], T]) -> T:
+    """Run ``send``'s statements in one pipeline (one round trip) and return its result.
+
+    An error is raised only once the pipeline has ended: one escaping psycopg's
+    pipeline block makes it print "error ignored terminating <Pipeline>" to stderr
+    while it unwinds.
+
+    Raises:
+        psycopg.Error: the first statement that failed (the rest were skipped).
+    """
+    failed: Exception | None = None
+    try:
+        with conn.pipeline() as pipeline:
+            try:
+                result = send()
+                pipeline.sync()
+            except psycopg.Error as exc:
+                failed = exc
+    except psycopg.Error:  # the pipeline aborted by ``failed``, or the connection lost
+        if failed is None:
+            raise
+    if failed is not None:
+        raise failed
+    return result
 
 
 def prefetch_query(keys: list[tuple[str, bytes]]) -> tuple[str, tuple[Any, ...]]:

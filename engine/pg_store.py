@@ -73,6 +73,7 @@ from .pg_reader import (
     SCHEMA,
     PgReader,
     PgTables,
+    pipelined,
     prefetch_query,
     run_keys,
 )
@@ -336,14 +337,16 @@ class PostgresStore(Observed):
         commits) and the rows their commits read first: one round trip."""
         txn = PgTables(c.conn)
         keys = [k for run in sorted(runs) for k in run_keys(run)]
-        with c.conn.pipeline():
+        def send() -> Any:
             c.conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
             c.conn.execute("SELECT pg_advisory_xact_lock(%s, 0)" if exclusive
                            else "SELECT pg_advisory_xact_lock_shared(%s, 0)", (_HOME_LOCK,))
             if runs:  # each statement's snapshot is taken once the one before has ended
                 c.conn.execute("SELECT count(pg_advisory_xact_lock(k)) FROM "
                                "unnest(%s::bigint[]) AS k", (sorted(map(lock_key, runs)),))
-            found = c.conn.execute(*prefetch_query(keys)) if keys else None
+            return c.conn.execute(*prefetch_query(keys)) if keys else None
+
+        found = pipelined(c.conn, send)
         txn.cache(keys, [] if found is None else found.fetchall())
         return txn
 
