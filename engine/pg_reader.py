@@ -30,7 +30,6 @@ from .index import (
     seq_of,
 )
 from .langgraph_index import LG_TABLES
-from .latest import STATE
 from .store import LEASES, LOG
 from .table_reads import TableReads
 
@@ -151,8 +150,10 @@ class PgTables(PgReader):
         self._pending: dict[tuple[str, bytes], bytes | None] = {}
         self._cache: dict[tuple[str, bytes], bytes | None] = {}
         self._log: dict[int, bytes] = {}
+        self._whole: set[tuple[str, bytes]] = set()  # (table, prefix) cached in full
         self.runs_read: set[str] = set()  # whose rows this transaction's reads depend on
         self.unbounded = False  # a scan not confined to one run's keys
+        self.seqs: list[int] = []  # seqs taken with the locks, when the records were known
 
     def get(self, table: str, key: bytes) -> bytes | None:
         if table == LOG:
@@ -160,7 +161,8 @@ class PgTables(PgReader):
         if (table, key) in self._pending:
             return self._pending[(table, key)]
         if (table, key) not in self._cache:
-            self._cache[(table, key)] = super().get(table, key)
+            whole = (table, key[:key.find(b"\x00") + 1]) in self._whole
+            self._cache[(table, key)] = None if whole else super().get(table, key)
         value = self._cache[(table, key)]
         run = run_of(table, key, value)
         if run is not None:
@@ -192,6 +194,12 @@ class PgTables(PgReader):
         self._cache.update(dict.fromkeys(k for k in keys if k not in self._cache))
         self._cache.update(_rows(found))
 
+    def cache_whole(self, table: str, prefixes: Iterable[bytes], found: list[Any]) -> None:
+        """Take every row of ``table`` under ``prefixes`` (a ``range_query``): a key
+        under one of them not found is known to be absent. Each prefix ends with NUL."""
+        self._cache.update(_rows(found))
+        self._whole.update((table, p) for p in prefixes)
+
     def raw(self, seq: int) -> bytes | None:
         if seq in self._log:
             return self._log[seq]
@@ -220,6 +228,7 @@ class PgTables(PgReader):
     def clear(self, table: str) -> None:
         self.flush()
         self._cache = {k: v for k, v in self._cache.items() if k[0] != table}
+        self._whole = {w for w in self._whole if w[0] != table}
         self.conn.execute(f"DELETE FROM {SCHEMA}.kv WHERE tbl = %s", (table,))
 
     def append(self, rows: list[tuple[int, bytes]]) -> None:
@@ -290,6 +299,15 @@ def prefetch_query(keys: list[tuple[str, bytes]]) -> tuple[str, tuple[Any, ...]]
             ([t for t, _ in keys], [k for _, k in keys]))
 
 
+def range_query(table: str, prefixes: list[bytes]) -> tuple[str, tuple[Any, ...]]:
+    """SQL and parameters reading every row of ``table`` under any of ``prefixes``."""
+    ends = [prefix_end(p) for p in prefixes]
+    assert None not in ends  # each ends with NUL
+    return (f"SELECT kv.tbl, kv.key, kv.value FROM {SCHEMA}.kv JOIN "
+            "unnest(%s::bytea[], %s::bytea[]) AS p(lo, hi) ON kv.key >= p.lo AND kv.key < p.hi "
+            "WHERE kv.tbl = %s", (prefixes, ends, table))
+
+
 def _rows(found: Iterable[Any]) -> dict[tuple[str, bytes], bytes]:
     return {(str(t), bytes(k)): bytes(v) for t, k, v in found}
 
@@ -325,7 +343,12 @@ def scan_run(table: str, prefix: bytes) -> str | None:
 
 
 def run_keys(run_id: str) -> list[tuple[str, bytes]]:
-    """What nearly every commit of a run reads first: its head, lease renewal, attention
-    entry and latest-state directory (fetched with the run's lock, in the same round trip)."""
+    """What nearly every commit of a run reads first: its head, lease renewal and
+    attention entry (fetched with the run's lock, in the same round trip; and its whole
+    ``state`` table, ``run_prefix``: the latest-state fold reads and compares most of it)."""
     rid = run_id.encode(errors="surrogateescape")
-    return [(RUNS, rid), (LEASES, rid), (ATTENTION, rid), (STATE, rid + b"\x00")]
+    return [(RUNS, rid), (LEASES, rid), (ATTENTION, rid)]
+
+
+def run_prefix(run_id: str) -> bytes:
+    return run_id.encode(errors="surrogateescape") + b"\x00"

@@ -66,6 +66,7 @@ from psycopg import errors as pgerrors
 from ..formats import Record, encode
 from .errors import NewerStore, NotAHome, StoreError
 from .index import DERIVED, RUNLOG, apply, keys_of, refold_without
+from .latest import STATE
 from .pg_home import is_url, redacted
 from .pg_reader import (
     CREATE,
@@ -75,7 +76,9 @@ from .pg_reader import (
     PgTables,
     pipelined,
     prefetch_query,
+    range_query,
     run_keys,
+    run_prefix,
 )
 from .run_view import check_fence, renew_if_held
 from .store import Check, Logged, Observed, WriteEvent
@@ -267,13 +270,15 @@ class PostgresStore(Observed):
     # -- writing -----------------------------------------------------------
     def _write(self, body: Callable[[PgTables], T], *, runs: Iterable[str] = (),
                whole_home: bool = False,
-               landed: Callable[[PgReader, T], bool] | None = None) -> T:
+               landed: Callable[[PgReader, T], bool] | None = None,
+               reads: Sequence[tuple[str, bytes]] = (), seqs: int = 0) -> T:
         """Run ``body`` in one READ COMMITTED transaction holding the lock of every run
         it reads, and commit it (see the module docstring).
 
         Args:
             runs: the runs known up front to be touched (locked before ``body`` runs).
             whole_home: take the home's lock exclusively (delete, rebuild).
+            reads, seqs: keys to prefetch and seqs to take with the locks.
             landed: after a COMMIT whose connection died, whether ``body``'s result
                 is in the store (read on a new connection once the old session is
                 gone); None: run ``body`` again (idempotent writes).
@@ -289,7 +294,7 @@ class PostgresStore(Observed):
             attempt += 1
             c, committing = self._pool.take(), False
             try:
-                txn = self._begin_write(c, locked, exclusive)
+                txn = self._begin_write(c, locked, exclusive, reads, seqs)
                 try:
                     result = body(txn)
                 except Exception:
@@ -332,11 +337,15 @@ class PostgresStore(Observed):
         raise StoreError(f"could not commit to {self.home} within {self.reconnect_timeout}s "
                          "(the server kept refusing or was unreachable)", path=self.home)
 
-    def _begin_write(self, c: _Conn, runs: set[str], exclusive: bool) -> PgTables:
+    def _begin_write(self, c: _Conn, runs: set[str], exclusive: bool,
+                     reads: Sequence[tuple[str, bytes]], seqs: int) -> PgTables:
         """BEGIN, the home's lock, the runs' locks (in one order: no deadlock between
-        commits) and the rows their commits read first: one round trip."""
+        commits), the rows their commits read first, ``reads`` and ``seqs`` seqs
+        (``PgTables.seqs``): one round trip."""
         txn = PgTables(c.conn)
-        keys = [k for run in sorted(runs) for k in run_keys(run)]
+        keys = [*(k for run in sorted(runs) for k in run_keys(run)), *reads]
+        prefixes = [run_prefix(run) for run in sorted(runs)]
+
         def send() -> Any:
             c.conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
             c.conn.execute("SELECT pg_advisory_xact_lock(%s, 0)" if exclusive
@@ -344,10 +353,17 @@ class PostgresStore(Observed):
             if runs:  # each statement's snapshot is taken once the one before has ended
                 c.conn.execute("SELECT count(pg_advisory_xact_lock(k)) FROM "
                                "unnest(%s::bigint[]) AS k", (sorted(map(lock_key, runs)),))
-            return c.conn.execute(*prefetch_query(keys)) if keys else None
+            return (c.conn.execute(*prefetch_query(keys)) if keys else None,
+                    c.conn.execute(*range_query(STATE, prefixes)) if prefixes else None,
+                    c.conn.execute(*_next_seqs(seqs)) if seqs else None)
 
-        found = pipelined(c.conn, send)
-        txn.cache(keys, [] if found is None else found.fetchall())
+        found, state, given = pipelined(c.conn, send)
+        if found is not None:
+            txn.cache(keys, found.fetchall())
+        if state is not None:
+            txn.cache_whole(STATE, prefixes, state.fetchall())
+        if given is not None:
+            txn.seqs = sorted(int(row[0]) for row in given.fetchall())
         return txn
 
     def _landed(self, lost: _Conn, found: Callable[[PgReader, T], bool], result: T) -> bool:
@@ -390,11 +406,11 @@ class PostgresStore(Observed):
                 return []
             txn.runs_read.update(_runs_of(batch))
             raws = framed if framed is not None else [encode(r) for r in batch]
-            # what apply will read, and the seqs, in one round trip
-            found = txn.prefetch((k for r in batch for k in keys_of(0, r) if k[0] != RUNLOG),
-                                 also=(f"SELECT nextval('{SCHEMA}.seq') FROM "
-                                       "generate_series(1, %s)", (len(batch),)))
-            seqs = sorted(int(row[0]) for row in found)
+            if len(txn.seqs) == len(batch):  # taken with the locks (records known up front)
+                seqs = txn.seqs
+            else:  # what apply will read, and the seqs, in one round trip
+                seqs = sorted(int(row[0]) for row in txn.prefetch(
+                    _reads_of(batch), also=_next_seqs(len(batch))))
             txn.append(list(zip(seqs, raws, strict=True)))
             for seq, record, raw in zip(seqs, batch, raws, strict=True):
                 apply(txn, seq, len(raw), record)
@@ -403,10 +419,14 @@ class PostgresStore(Observed):
         def landed(r: PgReader, seqs: list[int]) -> bool:
             return not seqs or r.raw(seqs[0]) is not None
 
-        runs = ({fence[0]} if fence is not None else set()) | (
-            set() if callable(records) else _runs_of(records))
-        return self._observed_commit(lambda: self._write(body, runs=runs, landed=landed),
-                                     fence)
+        runs = {fence[0]} if fence is not None else set()
+        reads: list[tuple[str, bytes]] = []
+        if not callable(records):
+            runs |= _runs_of(records)
+            reads = _reads_of(records)
+        size = 0 if callable(records) else len(records)
+        return self._observed_commit(
+            lambda: self._write(body, runs=runs, landed=landed, reads=reads, seqs=size), fence)
 
     def delete(self, select: Callable[[PgReader], Iterable[int]]) -> list[int]:
         """Remove log records and refold their runs, as ``LMDBStore.delete`` does."""
@@ -492,6 +512,16 @@ def _unlocked(txn: PgTables, locked: set[str], exclusive: bool) -> bool:
 
 def _runs_of(records: Iterable[Record]) -> set[str]:
     return {r.run_id for r in records}  # type: ignore[attr-defined]
+
+
+def _reads_of(records: Sequence[Record]) -> list[tuple[str, bytes]]:
+    """The keys ``apply`` may read for these records (``index.keys_of``, less the
+    run log's new keys, which depend on the seq and are never read)."""
+    return [k for r in records for k in keys_of(0, r) if k[0] != RUNLOG]
+
+
+def _next_seqs(n: int) -> tuple[str, tuple[int]]:
+    return f"SELECT nextval('{SCHEMA}.seq') FROM generate_series(1, %s)", (n,)
 
 
 def lock_key(run_id: str) -> int:
