@@ -35,6 +35,7 @@ from .table_reads import TableReads
 
 SCHEMA = "bide"
 PAGE = 500  # rows per round trip when a scan walks a table
+LARGE = 8192  # bytes: a value over this is not prefetched with a whole range
 
 CREATE = (
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
@@ -150,7 +151,8 @@ class PgTables(PgReader):
         self._pending: dict[tuple[str, bytes], bytes | None] = {}
         self._cache: dict[tuple[str, bytes], bytes | None] = {}
         self._log: dict[int, bytes] = {}
-        self._whole: set[tuple[str, bytes]] = set()  # (table, prefix) cached in full
+        self._whole: set[tuple[str, bytes]] = set()  # (table, prefix) cached in full...
+        self._large: set[tuple[str, bytes]] = set()  # ...but these (read when asked)
         self.runs_read: set[str] = set()  # whose rows this transaction's reads depend on
         self.unbounded = False  # a scan not confined to one run's keys
         self.seqs: list[int] = []  # seqs taken with the locks, when the records were known
@@ -161,8 +163,9 @@ class PgTables(PgReader):
         if (table, key) in self._pending:
             return self._pending[(table, key)]
         if (table, key) not in self._cache:
-            whole = (table, key[:key.find(b"\x00") + 1]) in self._whole
-            self._cache[(table, key)] = None if whole else super().get(table, key)
+            known = ((table, key[:key.find(b"\x00") + 1]) in self._whole
+                     and (table, key) not in self._large)
+            self._cache[(table, key)] = None if known else super().get(table, key)
         value = self._cache[(table, key)]
         run = run_of(table, key, value)
         if run is not None:
@@ -197,7 +200,8 @@ class PgTables(PgReader):
     def cache_whole(self, table: str, prefixes: Iterable[bytes], found: list[Any]) -> None:
         """Take every row of ``table`` under ``prefixes`` (a ``range_query``): a key
         under one of them not found is known to be absent. Each prefix ends with NUL."""
-        self._cache.update(_rows(found))
+        self._cache.update(_rows(r for r in found if r[2] is not None))
+        self._large.update((str(t), bytes(k)) for t, k, v in found if v is None)
         self._whole.update((table, p) for p in prefixes)
 
     def raw(self, seq: int) -> bytes | None:
@@ -300,10 +304,12 @@ def prefetch_query(keys: list[tuple[str, bytes]]) -> tuple[str, tuple[Any, ...]]
 
 
 def range_query(table: str, prefixes: list[bytes]) -> tuple[str, tuple[Any, ...]]:
-    """SQL and parameters reading every row of ``table`` under any of ``prefixes``."""
+    """SQL and parameters reading every row of ``table`` under any of ``prefixes``
+    (a value over ``LARGE`` bytes as NULL: it is read if it is asked for)."""
     ends = [prefix_end(p) for p in prefixes]
     assert None not in ends  # each ends with NUL
-    return (f"SELECT kv.tbl, kv.key, kv.value FROM {SCHEMA}.kv JOIN "
+    return (f"SELECT kv.tbl, kv.key, CASE WHEN length(kv.value) <= {LARGE} THEN kv.value END "
+            f"FROM {SCHEMA}.kv JOIN "
             "unnest(%s::bytea[], %s::bytea[]) AS p(lo, hi) ON kv.key >= p.lo AND kv.key < p.hi "
             "WHERE kv.tbl = %s", (prefixes, ends, table))
 

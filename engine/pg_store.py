@@ -63,7 +63,7 @@ from typing import Any, NamedTuple, TypeVar
 import psycopg
 from psycopg import errors as pgerrors
 
-from ..formats import Record, encode
+from ..formats import Checkpoint, Record, encode
 from .errors import NewerStore, NotAHome, StoreError
 from .index import DERIVED, RUNLOG, apply, keys_of, refold_without
 from .latest import STATE
@@ -271,14 +271,16 @@ class PostgresStore(Observed):
     def _write(self, body: Callable[[PgTables], T], *, runs: Iterable[str] = (),
                whole_home: bool = False,
                landed: Callable[[PgReader, T], bool] | None = None,
-               reads: Sequence[tuple[str, bytes]] = (), seqs: int = 0) -> T:
+               reads: Sequence[tuple[str, bytes]] = (), seqs: int = 0,
+               whole_state: bool = False) -> T:
         """Run ``body`` in one READ COMMITTED transaction holding the lock of every run
         it reads, and commit it (see the module docstring).
 
         Args:
             runs: the runs known up front to be touched (locked before ``body`` runs).
             whole_home: take the home's lock exclusively (delete, rebuild).
-            reads, seqs: keys to prefetch and seqs to take with the locks.
+            reads, seqs, whole_state: what to read and take with the locks
+                (``_begin_write``).
             landed: after a COMMIT whose connection died, whether ``body``'s result
                 is in the store (read on a new connection once the old session is
                 gone); None: run ``body`` again (idempotent writes).
@@ -294,7 +296,7 @@ class PostgresStore(Observed):
             attempt += 1
             c, committing = self._pool.take(), False
             try:
-                txn = self._begin_write(c, locked, exclusive, reads, seqs)
+                txn = self._begin_write(c, locked, exclusive, reads, seqs, whole_state)
                 try:
                     result = body(txn)
                 except Exception:
@@ -338,13 +340,17 @@ class PostgresStore(Observed):
                          "(the server kept refusing or was unreachable)", path=self.home)
 
     def _begin_write(self, c: _Conn, runs: set[str], exclusive: bool,
-                     reads: Sequence[tuple[str, bytes]], seqs: int) -> PgTables:
+                     reads: Sequence[tuple[str, bytes]], seqs: int,
+                     whole_state: bool) -> PgTables:
         """BEGIN, the home's lock, the runs' locks (in one order: no deadlock between
         commits), the rows their commits read first, ``reads`` and ``seqs`` seqs
-        (``PgTables.seqs``): one round trip."""
+        (``PgTables.seqs``): one round trip. ``whole_state``: each run's whole
+        latest-state table too (a checkpoint's fold reads and compares most of it)."""
         txn = PgTables(c.conn)
         keys = [*(k for run in sorted(runs) for k in run_keys(run)), *reads]
-        prefixes = [run_prefix(run) for run in sorted(runs)]
+        prefixes = [run_prefix(run) for run in sorted(runs)] if whole_state else []
+        if not whole_state:
+            keys += [(STATE, run_prefix(run)) for run in sorted(runs)]  # its directory
 
         def send() -> Any:
             c.conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
@@ -425,8 +431,10 @@ class PostgresStore(Observed):
             runs |= _runs_of(records)
             reads = _reads_of(records)
         size = 0 if callable(records) else len(records)
+        folds = not callable(records) and any(isinstance(r, Checkpoint) for r in records)
         return self._observed_commit(
-            lambda: self._write(body, runs=runs, landed=landed, reads=reads, seqs=size), fence)
+            lambda: self._write(body, runs=runs, landed=landed, reads=reads, seqs=size,
+                                whole_state=folds), fence)
 
     def delete(self, select: Callable[[PgReader], Iterable[int]]) -> list[int]:
         """Remove log records and refold their runs, as ``LMDBStore.delete`` does."""
