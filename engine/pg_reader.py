@@ -251,15 +251,20 @@ class PgTables(PgReader):
         logged = sorted(self._log.items())
         self._cache.update(self._pending)
         self._pending, self._log = {}, {}
-        with self.conn.cursor() as cur:
-            if logged:
-                cur.executemany(f"INSERT INTO {SCHEMA}.log (seq, value) VALUES (%s, %s)", logged)
-            if gone:
-                cur.executemany(f"DELETE FROM {SCHEMA}.kv WHERE tbl = %s AND key = %s", gone)
-            if puts:
-                cur.executemany(
-                    f"INSERT INTO {SCHEMA}.kv (tbl, key, value) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (tbl, key) DO UPDATE SET value = EXCLUDED.value", puts)
+        if logged:  # one statement each, whatever the number of rows
+            self.conn.execute(f"INSERT INTO {SCHEMA}.log (seq, value) "
+                              "SELECT * FROM unnest(%s::bigint[], %s::bytea[])",
+                              ([q for q, _ in logged], [v for _, v in logged]))
+        if gone:
+            self.conn.execute(f"DELETE FROM {SCHEMA}.kv USING unnest(%s::text[], %s::bytea[]) "
+                              "AS d(tbl, key) WHERE kv.tbl = d.tbl AND kv.key = d.key",
+                              ([t for t, _ in gone], [k for _, k in gone]))
+        if puts:
+            self.conn.execute(f"INSERT INTO {SCHEMA}.kv (tbl, key, value) "
+                              "SELECT * FROM unnest(%s::text[], %s::bytea[], %s::bytea[]) "
+                              "ON CONFLICT (tbl, key) DO UPDATE SET value = EXCLUDED.value",
+                              ([t for t, _, _ in puts], [k for _, k, _ in puts],
+                               [v for _, _, v in puts]))
 
     def write_and_commit(self) -> None:
         """Send the buffered writes and COMMIT in one round trip."""
