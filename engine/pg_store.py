@@ -248,8 +248,9 @@ class PostgresStore(Observed):
         while True:
             c = self._pool.take()
             try:
-                c.conn.execute(sql)
-                c.conn.execute("SELECT 1")  # the snapshot is taken at the first query, not BEGIN
+                # the snapshot is taken at the first query, not at BEGIN: both, one round trip
+                conn = c.conn
+                pipelined(conn, lambda: (conn.execute(sql), conn.execute("SELECT 1")))
                 return c
             except psycopg.OperationalError as exc:
                 self._pool.drop(c)
