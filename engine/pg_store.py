@@ -248,9 +248,7 @@ class PostgresStore(Observed):
         while True:
             c = self._pool.take()
             try:
-                # the snapshot is taken at the first query, not at BEGIN: both, one round trip
-                conn = c.conn
-                pipelined(conn, lambda: (conn.execute(sql), conn.execute("SELECT 1")))
+                _begin_snapshot(c.conn, sql)
                 return c
             except psycopg.OperationalError as exc:
                 self._pool.drop(c)
@@ -508,6 +506,16 @@ class PostgresStore(Observed):
 def _meta(conn: psycopg.Connection[Any], key: str) -> str | None:
     row = conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = %s", (key,)).fetchone()
     return None if row is None else str(row[0])
+
+
+def _begin_snapshot(conn: psycopg.Connection[Any], sql: str) -> None:
+    """BEGIN and a first query, one round trip: the snapshot is taken at the first
+    query, not at BEGIN."""
+    def send() -> None:
+        conn.execute(sql)
+        conn.execute("SELECT 1")
+
+    pipelined(conn, send)
 
 
 class _Relock(Exception):
