@@ -11,8 +11,9 @@ database; the same total number of runs is split among the workers, and the
 cases take turns round by round, so a change in the machine's load hits all.
 
 Each worker also counts the commits it made and the transactions its store
-retried after the server refused them (serialization failures, deadlocks):
-runs share no rows, so every retry is a conflict between different runs.
+retried after the server refused them (``PostgresStore.retries``: serialization
+failures, deadlocks): runs share no rows, so every retry is a conflict between
+different runs.
 
 What it shows: commits of different runs on one PostgreSQL home do not queue
 behind one lock, so more workers complete more steps per second until the
@@ -140,35 +141,15 @@ def render(section: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _count_conflicts() -> list[int]:
-    """A counter of the transactions this process's store retried after a conflict.
-
-    ``PostgresStore`` retries a transaction the server refused (serialization
-    failure, deadlock) after calling ``pg_store._backoff``; it keeps no counter of
-    its own, so the bench counts those calls (one per retry).
-    """
-    from ..engine import pg_store
-
-    seen = [0]
-    backoff = pg_store._backoff
-
-    def counted(attempt: int) -> None:
-        seen[0] += 1
-        backoff(attempt)
-
-    pg_store._backoff = counted
-    return seen
-
-
 def _worker(url: str, worker: int, runs: int, steps: int) -> dict[str, Any]:
     """One worker process: warm up, wait for the go, run, say when it started and ended."""
+    from ..engine.pg_store import PostgresStore
     from ..engine.runtime import open as open_home
     from ..engine.store import WriteEvent
     from ..engine.vocabulary import Status
 
     w = Workload("long", steps, 100)
     flow = w.flow()
-    retries = _count_conflicts()
     commits = [0]
 
     def count(event: WriteEvent) -> None:
@@ -182,8 +163,10 @@ def _worker(url: str, worker: int, runs: int, steps: int) -> dict[str, Any]:
         print("ready", flush=True)
         if sys.stdin.readline().strip() != "go":
             raise SystemExit("no go from the bench")
-        retries[0] = 0
-        stop = engine.store.on_commit(count)
+        store = engine.store
+        assert isinstance(store, PostgresStore)
+        retried = store.retries  # transactions the server refused, run again
+        stop = store.on_commit(count)
         start = time.monotonic()
         for j in range(runs):
             done = engine.start(flow.name, w.initial(), run_id=f"w{worker}-{j}")
@@ -192,7 +175,7 @@ def _worker(url: str, worker: int, runs: int, steps: int) -> dict[str, Any]:
         end = time.monotonic()
         stop()
     return {"start": start, "end": end, "runs": runs, "commits": commits[0],
-            "retries": retries[0]}
+            "retries": store.retries - retried}
 
 
 if __name__ == "__main__":

@@ -6,26 +6,36 @@ rows: a table ``index.DERIVED`` gains later needs no new SQL) and ``meta``.
 Keys and values are the same bytes LMDB stores; ``bytea`` compares bytewise,
 so key order, prefixes and the run log's ``run_id\\0seq`` layout are LMDB's.
 
-Inside a write transaction puts and deletes are buffered (``PgTables``) and
-sent in one batch before any scan or the commit: ``index.apply`` reads and
-rewrites a run's head per record, and a round trip per put would be most of a
-commit's cost.
+Inside a write transaction reads are cached and prefetched, and log rows, puts
+and deletes are buffered and sent with the COMMIT in one round trip
+(``PgTables``): ``index.apply`` reads and rewrites a run's head per record, and
+a round trip per read or put would be most of a commit's cost. ``run_of`` names
+the run each derived key belongs to: the store locks those runs (pg_store).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
+import psycopg
+
+from ..formats import unpack_value
+from .attention import ATTENTION
 from .index import (
+    APPROVALS,
+    RUNS,
+    ApprovalState,
     seq_key,
     seq_of,
 )
-from .store import LOG
+from .langgraph_index import LG_TABLES
+from .store import LEASES, LOG
 from .table_reads import TableReads
 
 SCHEMA = "bide"
 PAGE = 500  # rows per round trip when a scan walks a table
+LARGE = 8192  # bytes: a value over this is not prefetched with a whole range
 
 CREATE = (
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
@@ -37,6 +47,9 @@ CREATE = (
     f"CREATE TABLE IF NOT EXISTS {SCHEMA}.kv (tbl text NOT NULL, key bytea NOT NULL, "
     "value bytea NOT NULL, PRIMARY KEY (tbl, key))",
 )
+T = TypeVar("T")
+_WHOLE_KEY = (RUNS, ATTENTION, LEASES)
+_TAGGED = LG_TABLES  # a one-byte tag, then the thread (the run id of its records)
 HIGH_WATER = "deleted_last_seq"  # meta: the highest seq `delete` removed (never given again)
 
 
@@ -124,19 +137,85 @@ class PgReader(TableReads):
 
 
 class PgTables(PgReader):
-    """A write transaction's view: ``index.Tables`` with buffered puts and deletes."""
+    """A write transaction's view: ``index.Tables`` with a read cache and buffered writes.
+
+    Reads are cached for the transaction (the store holds the lock of every run
+    whose rows it read, so they cannot change under it: ``runs_read``), and
+    ``prefetch`` fills the cache with many keys in one round trip. Log rows,
+    puts and deletes are buffered and sent together with the COMMIT
+    (``write_and_commit``), or before a scan, which must see them.
+    """
 
     def __init__(self, conn: Any) -> None:
         super().__init__(conn)
         self._pending: dict[tuple[str, bytes], bytes | None] = {}
+        self._cache: dict[tuple[str, bytes], bytes | None] = {}
+        self._log: dict[int, bytes] = {}
+        self._whole: set[tuple[str, bytes]] = set()  # (table, prefix) cached in full...
+        self._large: set[tuple[str, bytes]] = set()  # ...but these (read when asked)
+        self.runs_read: set[str] = set()  # whose rows this transaction's reads depend on
+        self.unbounded = False  # a scan not confined to one run's keys
+        self.seqs: list[int] = []  # seqs taken with the locks, when the records were known
 
     def get(self, table: str, key: bytes) -> bytes | None:
+        if table == LOG:
+            return self.raw(seq_of(key))
         if (table, key) in self._pending:
             return self._pending[(table, key)]
-        return super().get(table, key)
+        if (table, key) not in self._cache:
+            known = ((table, key[:key.find(b"\x00") + 1]) in self._whole
+                     and (table, key) not in self._large)
+            self._cache[(table, key)] = None if known else super().get(table, key)
+        value = self._cache[(table, key)]
+        run = run_of(table, key, value)
+        if run is not None:
+            self.runs_read.add(run)
+        return value
+
+    def prefetch(self, keys: Iterable[tuple[str, bytes]], *,
+                 also: tuple[str, Any] | None = None) -> list[Any]:
+        """Read every key not yet known in ONE round trip, into the cache (absent ones too).
+
+        Args:
+            also: another query ``(sql, params)`` sent in the same round trip.
+
+        Returns:
+            The rows of ``also`` (empty without it).
+        """
+        want = [k for k in dict.fromkeys(keys)
+                if k[0] != LOG and k not in self._cache and k not in self._pending]
+        def send() -> tuple[Any, Any]:
+            return (None if also is None else self.conn.execute(*also),
+                    self.conn.execute(*prefetch_query(want)) if want else None)
+
+        extra, found = pipelined(self.conn, send)
+        self.cache(want, [] if found is None else found.fetchall())
+        return [] if extra is None else extra.fetchall()
+
+    def cache(self, keys: Iterable[tuple[str, bytes]], found: list[Any]) -> None:
+        """Take the rows a ``prefetch_query`` of ``keys`` found (the others are absent)."""
+        self._cache.update(dict.fromkeys(k for k in keys if k not in self._cache))
+        self._cache.update(_rows(found))
+
+    def cache_whole(self, table: str, prefixes: Iterable[bytes], found: list[Any]) -> None:
+        """Take every row of ``table`` under ``prefixes`` (a ``range_query``): a key
+        under one of them not found is known to be absent. Each prefix ends with NUL."""
+        self._cache.update(_rows(r for r in found if r[2] is not None))
+        self._large.update((str(t), bytes(k)) for t, k, v in found if v is None)
+        self._whole.update((table, p) for p in prefixes)
+
+    def raw(self, seq: int) -> bytes | None:
+        if seq in self._log:
+            return self._log[seq]
+        return super().raw(seq)
 
     def scan(self, table: str, prefix: bytes = b"", *,
              reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        run = scan_run(table, prefix)
+        if run is None:
+            self.unbounded = True
+        else:
+            self.runs_read.add(run)
         self.flush()
         yield from super().scan(table, prefix, reverse=reverse)
 
@@ -152,24 +231,135 @@ class PgTables(PgReader):
 
     def clear(self, table: str) -> None:
         self.flush()
+        self._cache = {k: v for k, v in self._cache.items() if k[0] != table}
+        self._whole = {w for w in self._whole if w[0] != table}
         self.conn.execute(f"DELETE FROM {SCHEMA}.kv WHERE tbl = %s", (table,))
 
     def append(self, rows: list[tuple[int, bytes]]) -> None:
-        """Insert log records (seq, framed bytes)."""
-        with self.conn.cursor() as cur:
-            cur.executemany(f"INSERT INTO {SCHEMA}.log (seq, value) VALUES (%s, %s)", rows)
+        """Log records (seq, framed bytes), inserted with the other writes."""
+        self._log.update(rows)
 
     def flush(self) -> None:
-        """Send the buffered puts and deletes (before a scan, and before COMMIT)."""
-        if not self._pending:
-            return
+        """Send the buffered writes now (before a scan, which must see them)."""
+        if self._pending or self._log:
+            pipelined(self.conn, self._send)
+
+    def _send(self) -> None:
+        """Queue the buffered writes on the connection (inside a pipeline)."""
         puts = [(t, k, v) for (t, k), v in self._pending.items() if v is not None]
         gone = [(t, k) for (t, k), v in self._pending.items() if v is None]
-        self._pending = {}
-        with self.conn.cursor() as cur:
-            if gone:
-                cur.executemany(f"DELETE FROM {SCHEMA}.kv WHERE tbl = %s AND key = %s", gone)
-            if puts:
-                cur.executemany(
-                    f"INSERT INTO {SCHEMA}.kv (tbl, key, value) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (tbl, key) DO UPDATE SET value = EXCLUDED.value", puts)
+        logged = sorted(self._log.items())
+        self._cache.update(self._pending)
+        self._pending, self._log = {}, {}
+        if logged:  # one statement each, whatever the number of rows
+            self.conn.execute(f"INSERT INTO {SCHEMA}.log (seq, value) "
+                              "SELECT * FROM unnest(%s::bigint[], %s::bytea[])",
+                              ([q for q, _ in logged], [v for _, v in logged]))
+        if gone:
+            self.conn.execute(f"DELETE FROM {SCHEMA}.kv USING unnest(%s::text[], %s::bytea[]) "
+                              "AS d(tbl, key) WHERE kv.tbl = d.tbl AND kv.key = d.key",
+                              ([t for t, _ in gone], [k for _, k in gone]))
+        if puts:
+            self.conn.execute(f"INSERT INTO {SCHEMA}.kv (tbl, key, value) "
+                              "SELECT * FROM unnest(%s::text[], %s::bytea[], %s::bytea[]) "
+                              "ON CONFLICT (tbl, key) DO UPDATE SET value = EXCLUDED.value",
+                              ([t for t, _, _ in puts], [k for _, k, _ in puts],
+                               [v for _, _, v in puts]))
+
+    def write_and_commit(self) -> None:
+        """Send the buffered writes and COMMIT in one round trip."""
+        def send() -> None:
+            self._send()
+            self.conn.execute("COMMIT")
+
+        pipelined(self.conn, send)
+
+
+def pipelined(conn: Any, send: Callable[[], T]) -> T:
+    """Run ``send``'s statements in one pipeline (one round trip) and return its result.
+
+    An error is raised only once the pipeline has ended: one escaping psycopg's
+    pipeline block makes it print "error ignored terminating <Pipeline>" to stderr
+    while it unwinds.
+
+    Raises:
+        psycopg.Error: the first statement that failed (the rest were skipped).
+    """
+    failed: Exception | None = None
+    try:
+        with conn.pipeline() as pipeline:
+            try:
+                result = send()
+                pipeline.sync()
+            except psycopg.Error as exc:
+                failed = exc
+    except psycopg.Error:  # the pipeline aborted by ``failed``, or the connection lost
+        if failed is None:
+            raise
+    if failed is not None:
+        raise failed
+    return result
+
+
+def prefetch_query(keys: list[tuple[str, bytes]]) -> tuple[str, tuple[Any, ...]]:
+    """SQL and parameters reading many ``(tbl, key)`` rows of the kv table at once."""
+    return (f"SELECT kv.tbl, kv.key, kv.value FROM {SCHEMA}.kv JOIN "
+            "unnest(%s::text[], %s::bytea[]) AS w(tbl, key) USING (tbl, key)",
+            ([t for t, _ in keys], [k for _, k in keys]))
+
+
+def range_query(table: str, prefixes: list[bytes]) -> tuple[str, tuple[Any, ...]]:
+    """SQL and parameters reading every row of ``table`` under any of ``prefixes``
+    (a value over ``LARGE`` bytes as NULL: it is read if it is asked for)."""
+    ends = [prefix_end(p) for p in prefixes]
+    assert None not in ends  # each ends with NUL
+    return (f"SELECT kv.tbl, kv.key, CASE WHEN length(kv.value) <= {LARGE} THEN kv.value END "
+            f"FROM {SCHEMA}.kv JOIN "
+            "unnest(%s::bytea[], %s::bytea[]) AS p(lo, hi) ON kv.key >= p.lo AND kv.key < p.hi "
+            "WHERE kv.tbl = %s", (prefixes, ends, table))
+
+
+def _rows(found: Iterable[Any]) -> dict[tuple[str, bytes], bytes]:
+    return {(str(t), bytes(k)): bytes(v) for t, k, v in found}
+
+
+def run_of(table: str, key: bytes, value: bytes | None) -> str | None:
+    """The run whose lock keeps the row ``(table, key)`` stable (None: nothing to lock).
+
+    Every derived key names its run: the key itself (heads, attention, lease
+    renewals), its part before the first NUL (run log, intents, latest state),
+    after a one-byte tag (LangGraph's thread); an approval's value names it. An
+    approval id not there yet names none: ids are unique to the run asking.
+    """
+    if table in _WHOLE_KEY:
+        return key.decode(errors="surrogateescape")
+    if table == APPROVALS:
+        if value is None:
+            return None
+        return str(unpack_value(value, ApprovalState, table=table, key=key).run_id)
+    if table in _TAGGED:
+        key = key[1:]
+    return key.split(b"\x00", 1)[0].decode(errors="surrogateescape")
+
+
+def scan_run(table: str, prefix: bytes) -> str | None:
+    """The one run a scan of ``prefix`` stays within, or None (it may cross runs)."""
+    if table in _WHOLE_KEY or table == APPROVALS:
+        return None
+    if table in _TAGGED:
+        prefix = prefix[1:]
+    if b"\x00" not in prefix:
+        return None
+    return prefix.split(b"\x00", 1)[0].decode(errors="surrogateescape")
+
+
+def run_keys(run_id: str) -> list[tuple[str, bytes]]:
+    """What nearly every commit of a run reads first: its head, lease renewal and
+    attention entry (fetched with the run's lock, in the same round trip; and its whole
+    ``state`` table, ``run_prefix``: the latest-state fold reads and compares most of it)."""
+    rid = run_id.encode(errors="surrogateescape")
+    return [(RUNS, rid), (LEASES, rid), (ATTENTION, rid)]
+
+
+def run_prefix(run_id: str) -> bytes:
+    return run_id.encode(errors="surrogateescape") + b"\x00"

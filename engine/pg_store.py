@@ -12,15 +12,29 @@ Decisions (DESIGN.md, "Beyond one machine"), and why:
   its head-row lock below, and ``last_seq`` is read from the log, not the
   sequence. Per-run sequences were rejected: every seq in the formats would
   become a pair.
-- **No global lock.** Every write transaction is SERIALIZABLE and retried when
-  PostgreSQL reports a serialization failure or deadlock: a ``check`` and the
-  records it allows stay atomic (as under LMDB's single writer) without
-  knowing up front which runs a commit touches, and transactions of different
-  runs run side by side. A fenced commit (and ``renew_lease``) first takes
-  ``SELECT ... FOR UPDATE`` on the run's head row: one run's commits and lease
-  changes queue behind each other; other runs' do not.
+- **Runs lock themselves, nothing else does.** Every write transaction is READ
+  COMMITTED and first takes a transaction advisory lock per run it touches
+  (``lock_key``: 64 bits of a hash of the run id, so a run not created yet is
+  lockable and two creators of one id queue), all in one statement in one
+  order (no deadlock between commits), after the home's lock taken shared
+  (``delete`` and ``rebuild_indexes`` take it exclusively). Once a run is
+  locked no other transaction can change its rows, so what ``check`` and
+  ``apply`` read of it is stable until COMMIT, as under LMDB's single writer,
+  and commits of different runs never wait for nor abort each other.
+  SERIALIZABLE was dropped: its predicate locks are index *pages* of the one
+  shared kv table, so runs sharing no row aborted each other (0.5 retries per
+  commit with 4 workers). Which runs: the fence's and the records' when known
+  up front; the transaction's reads name the rest (``pg_reader.run_of``: every
+  derived key belongs to one run; an approval by its value). A transaction that
+  read a run it had not locked, or scanned across runs, is rolled back and run
+  again holding those locks too (or the home's exclusively) before anything it
+  decided counts, its exceptions included (``relocks`` counts these).
 - **Fencing in the transaction.** The fence is checked (``run_view.check_fence``)
-  after that row lock, in the same transaction as the write.
+  after the run's lock, in the same transaction as the write.
+- **Few round trips.** BEGIN, the locks and the rows a commit of those runs
+  reads first go in one pipeline; the keys ``apply`` will read
+  (``index.keys_of``) and the seqs in a second; the log rows, index writes and
+  COMMIT in a third. Reads are cached for the transaction (``PgTables``).
 - **Durability.** ``durable`` is the server's ``synchronous_commit=on``; ``fast``
   sets ``synchronous_commit=off`` on this store's connections (a server crash
   may lose the last commits, never half of one).
@@ -42,6 +56,7 @@ Decisions (DESIGN.md, "Beyond one machine"), and why:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import threading
@@ -53,12 +68,24 @@ from typing import Any, NamedTuple, TypeVar
 import psycopg
 from psycopg import errors as pgerrors
 
-from ..formats import Record, encode
+from ..formats import Checkpoint, Record, encode
 from .errors import NewerStore, NotAHome, StoreError
-from .index import DERIVED, RUNS, apply, refold_without
+from .index import DERIVED, RUNLOG, apply, keys_of, refold_without
+from .latest import STATE
 from .pg_home import is_url, redacted
 from .pg_listen import CHANNEL, PgListener, payload
-from .pg_reader import CREATE, HIGH_WATER, SCHEMA, PgReader, PgTables
+from .pg_reader import (
+    CREATE,
+    HIGH_WATER,
+    SCHEMA,
+    PgReader,
+    PgTables,
+    pipelined,
+    prefetch_query,
+    range_query,
+    run_keys,
+    run_prefix,
+)
 from .restore import COPY_MARKER, Row, restore_rows
 from .run_view import check_fence, renew_if_held
 from .store import Check, Later, Logged, Observed, WriteEvent, numbered
@@ -68,6 +95,7 @@ PG_FORMAT = 1
 DURABILITIES = ("durable", "fast")
 _IDLE = 8  # connections kept open for reuse
 _RETRIABLE = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected)
+_HOME_LOCK = 0x62696465  # "bide": taken shared by every write, exclusively by delete/rebuild
 T = TypeVar("T")
 
 
@@ -147,6 +175,8 @@ class PostgresStore(Observed):
     """A home's records in a PostgreSQL database (see the module docstring)."""
 
     readonly: str | None = None
+    retries = 0  # transactions run again after the server refused them (deadlock, conflict)
+    relocks = 0  # transactions run again holding the lock of a run they read unlocked
 
     def __init__(self, url: str, *, durability: str = "durable", create: bool = True,
                  clock: Callable[[], float] = time.time,
@@ -162,6 +192,7 @@ class PostgresStore(Observed):
         self._pool = _Pool(url, self.home, durability, reconnect_timeout)
         self._closed = False
         self._pid = os.getpid()
+        self.retries = self.relocks = 0
         try:
             self._open(create)
         except BaseException:
@@ -225,8 +256,7 @@ class PostgresStore(Observed):
         while True:
             c = self._pool.take()
             try:
-                c.conn.execute(sql)
-                c.conn.execute("SELECT 1")  # the snapshot is taken at the first query, not BEGIN
+                _begin_snapshot(c.conn, sql)
                 return c
             except psycopg.OperationalError as exc:
                 self._pool.drop(c)
@@ -245,12 +275,19 @@ class PostgresStore(Observed):
         self._pool.give(c)
 
     # -- writing -----------------------------------------------------------
-    def _write(self, body: Callable[[PgTables], T], *, lock_run: str | None = None,
-               landed: Callable[[PgReader, T], bool] | None = None) -> T:
-        """Run ``body`` in one SERIALIZABLE transaction and commit it, retrying conflicts.
+    def _write(self, body: Callable[[PgTables], T], *, runs: Iterable[str] = (),
+               whole_home: bool = False,
+               landed: Callable[[PgReader, T], bool] | None = None,
+               reads: Sequence[tuple[str, bytes]] = (), seqs: int = 0,
+               whole_state: bool = False) -> T:
+        """Run ``body`` in one READ COMMITTED transaction holding the lock of every run
+        it reads, and commit it (see the module docstring).
 
         Args:
-            lock_run: take this run's head row lock first (fenced commits, leases).
+            runs: the runs known up front to be touched (locked before ``body`` runs).
+            whole_home: take the home's lock exclusively (delete, rebuild).
+            reads, seqs, whole_state: what to read and take with the locks
+                (``_begin_write``).
             landed: after a COMMIT whose connection died, whether ``body``'s result
                 is in the store (read on a new connection once the old session is
                 gone); None: run ``body`` again (idempotent writes).
@@ -259,40 +296,33 @@ class PostgresStore(Observed):
         if self.readonly is not None:
             raise StoreError(f"the store at {self.home} is read-only: {self.readonly}",
                              path=self.home)
+        locked, exclusive = set(runs), whole_home
         deadline = time.monotonic() + self.reconnect_timeout
         attempt = 0
         while time.monotonic() <= deadline:
             attempt += 1
-            c = self._begin("BEGIN ISOLATION LEVEL SERIALIZABLE")
+            c, committing = self._pool.take(), False
             try:
-                txn = PgTables(c.conn)
-                if lock_run is not None:
-                    c.conn.execute(f"SELECT 1 FROM {SCHEMA}.kv WHERE tbl = %s AND key = %s "
-                                   "FOR UPDATE", (RUNS, lock_run.encode()))
-                result = body(txn)
-                txn.flush()
+                txn = self._begin_write(c, locked, exclusive, reads, seqs, whole_state)
+                try:
+                    result = body(txn)
+                except Exception:
+                    if _unlocked(txn, locked, exclusive):
+                        raise _Relock() from None  # what it saw may be stale: see again
+                    raise
+                if _unlocked(txn, locked, exclusive):
+                    raise _Relock()
+                committing = True
+                txn.write_and_commit()
+            except _Relock:
+                locked |= txn.runs_read
+                exclusive = exclusive or txn.unbounded
+                self.relocks += 1
+                self._end(c)
+                continue
             except _RETRIABLE:
                 self._end(c)
-                _backoff(attempt)
-                continue
-            except psycopg.OperationalError as exc:
-                if not c.conn.broken:
-                    self._end(c)
-                    raise StoreError(f"PostgreSQL error at {self.home}: {exc}",
-                                     path=self.home) from exc
-                self._pool.drop(c)  # lost before COMMIT was sent: nothing was committed
-                continue
-            except psycopg.Error as exc:
-                self._end(c)
-                raise StoreError(f"PostgreSQL error at {self.home}: {exc}",
-                                 path=self.home) from exc
-            except BaseException:
-                self._end(c)
-                raise
-            try:
-                c.conn.execute("COMMIT")
-            except _RETRIABLE:  # refused at COMMIT (SSI): nothing written
-                self._end(c)
+                self.retries += 1
                 _backoff(attempt)
                 continue
             except psycopg.OperationalError as exc:
@@ -301,13 +331,53 @@ class PostgresStore(Observed):
                     raise StoreError(f"PostgreSQL error at {self.home}: {exc}",
                                      path=self.home) from exc
                 self._pool.drop(c)
-                if landed is not None and self._landed(c, landed, result):
+                if committing and landed is not None and self._landed(c, landed, result):
                     return result
                 continue  # not committed (or idempotent): run the whole transaction again
+            except psycopg.Error as exc:
+                self._end(c)
+                raise StoreError(f"PostgreSQL error at {self.home}: {exc}",
+                                 path=self.home) from exc
+            except BaseException:
+                self._end(c)
+                raise
             self._pool.give(c)
             return result
         raise StoreError(f"could not commit to {self.home} within {self.reconnect_timeout}s "
                          "(the server kept refusing or was unreachable)", path=self.home)
+
+    def _begin_write(self, c: _Conn, runs: set[str], exclusive: bool,
+                     reads: Sequence[tuple[str, bytes]], seqs: int,
+                     whole_state: bool) -> PgTables:
+        """BEGIN, the home's lock, the runs' locks (in one order: no deadlock between
+        commits), the rows their commits read first, ``reads`` and ``seqs`` seqs
+        (``PgTables.seqs``): one round trip. ``whole_state``: each run's whole
+        latest-state table too (a checkpoint's fold reads and compares most of it)."""
+        txn = PgTables(c.conn)
+        keys = [*(k for run in sorted(runs) for k in run_keys(run)), *reads]
+        prefixes = [run_prefix(run) for run in sorted(runs)] if whole_state else []
+        if not whole_state:
+            keys += [(STATE, run_prefix(run)) for run in sorted(runs)]  # its directory
+
+        def send() -> Any:
+            c.conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            c.conn.execute("SELECT pg_advisory_xact_lock(%s, 0)" if exclusive
+                           else "SELECT pg_advisory_xact_lock_shared(%s, 0)", (_HOME_LOCK,))
+            if runs:  # each statement's snapshot is taken once the one before has ended
+                c.conn.execute("SELECT count(pg_advisory_xact_lock(k)) FROM "
+                               "unnest(%s::bigint[]) AS k", (sorted(map(lock_key, runs)),))
+            return (c.conn.execute(*prefetch_query(keys)) if keys else None,
+                    c.conn.execute(*range_query(STATE, prefixes)) if prefixes else None,
+                    c.conn.execute(*_next_seqs(seqs)) if seqs else None)
+
+        found, state, given = pipelined(c.conn, send)
+        if found is not None:
+            txn.cache(keys, found.fetchall())
+        if state is not None:
+            txn.cache_whole(STATE, prefixes, state.fetchall())
+        if given is not None:
+            txn.seqs = sorted(int(row[0]) for row in given.fetchall())
+        return txn
 
     def _landed(self, lost: _Conn, found: Callable[[PgReader, T], bool], result: T) -> bool:
         """Did a commit whose connection died land? Asked once its session has ended."""
@@ -347,10 +417,15 @@ class PostgresStore(Observed):
             given = records(txn) if callable(records) else records
             if not given:
                 return []
-            seqs = sorted(int(row[0]) for row in txn.conn.execute(
-                f"SELECT nextval('{SCHEMA}.seq') FROM generate_series(1, %s)",
-                (len(given),)).fetchall())
+            known = [r for r in given if not callable(r)]  # a Later one is built below
+            txn.runs_read.update(_runs_of(known))
+            if len(txn.seqs) == len(given):  # taken with the locks (records known up front)
+                seqs = txn.seqs
+            else:  # what apply will read, and the seqs, in one round trip
+                seqs = sorted(int(row[0]) for row in txn.prefetch(
+                    _reads_of(known), also=_next_seqs(len(given))))
             batch = numbered(given, seqs)
+            txn.runs_read.update(_runs_of(batch))  # a Later record's run must be locked too
             raws = framed if framed is not None else [encode(r) for r in batch]
             txn.append(list(zip(seqs, raws, strict=True)))
             for seq, record, raw in zip(seqs, batch, raws, strict=True):
@@ -361,9 +436,16 @@ class PostgresStore(Observed):
         def landed(r: PgReader, seqs: list[int]) -> bool:
             return not seqs or r.raw(seqs[0]) is not None
 
-        lock = None if fence is None else fence[0]
-        return self._observed_commit(lambda: self._write(body, lock_run=lock, landed=landed),
-                                     fence)
+        runs = {fence[0]} if fence is not None else set()
+        reads: list[tuple[str, bytes]] = []
+        if not callable(records):
+            runs |= _runs_of(records)
+            reads = _reads_of(records)
+        size = 0 if callable(records) else len(records)
+        folds = not callable(records) and any(isinstance(r, Checkpoint) for r in records)
+        return self._observed_commit(
+            lambda: self._write(body, runs=runs, landed=landed, reads=reads, seqs=size,
+                                whole_state=folds), fence)
 
     def delete(self, select: Callable[[PgReader], Iterable[int]]) -> list[int]:
         """Remove log records and refold their runs, as ``LMDBStore.delete`` does."""
@@ -377,7 +459,7 @@ class PostgresStore(Observed):
                     "EXCLUDED.value::bigint)::text", (HIGH_WATER, str(max(doomed))))
             return sorted(doomed)
 
-        removed = self._write(body)
+        removed = self._write(body, whole_home=True)
         self._notify(WriteEvent("delete", tuple(removed)))
         return removed
 
@@ -385,7 +467,7 @@ class PostgresStore(Observed):
         def body(txn: PgTables) -> bool:
             return renew_if_held(txn, txn, run_id, token, expires_at)
 
-        renewed = self._write(body, lock_run=run_id)
+        renewed = self._write(body, runs=(run_id,))
         self._notify(WriteEvent("renew_lease", fence=(run_id, token), refused=not renewed))
         return renewed
 
@@ -398,7 +480,7 @@ class PostgresStore(Observed):
                 apply(txn, seq, size, record)
             return len(records)
 
-        return self._write(body)
+        return self._write(body, whole_home=True)
 
     # -- the home's settings (signing.SharedSettings): what every host must see ----
     def setting(self, key: str) -> str | None:
@@ -445,7 +527,7 @@ class PostgresStore(Observed):
         def landed(r: PgReader, _: None) -> bool:
             return r.raw(rows[0][0]) is not None
 
-        self._write(body, landed=landed if rows else None)
+        self._write(body, landed=landed if rows else None, whole_home=True)
         self._notify(WriteEvent("restore", tuple(seq for seq, _ in rows)))
 
     def copy_marker(self) -> str | None:
@@ -485,6 +567,46 @@ def _announce(txn: PgTables, batch: Sequence[Record]) -> None:
     if woken:
         txn.conn.execute("SELECT pg_notify(%s, w) FROM unnest(%s::text[]) AS w",
                          (CHANNEL, woken))
+
+
+def _begin_snapshot(conn: psycopg.Connection[Any], sql: str) -> None:
+    """BEGIN and a first query, one round trip: the snapshot is taken at the first
+    query, not at BEGIN."""
+    def send() -> None:
+        conn.execute(sql)
+        conn.execute("SELECT 1")
+
+    pipelined(conn, send)
+
+
+class _Relock(Exception):
+    """The transaction read a run it had not locked: run it again holding that lock too."""
+
+
+def _unlocked(txn: PgTables, locked: set[str], exclusive: bool) -> bool:
+    """Did ``txn`` read rows no lock it holds keeps stable?"""
+    return bool(txn.runs_read - locked) or (txn.unbounded and not exclusive)
+
+
+def _runs_of(records: Iterable[Record]) -> set[str]:
+    return {r.run_id for r in records}  # type: ignore[attr-defined]
+
+
+def _reads_of(records: Sequence[Record]) -> list[tuple[str, bytes]]:
+    """The keys ``apply`` may read for these records (``index.keys_of``, less the
+    run log's new keys, which depend on the seq and are never read)."""
+    return [k for r in records for k in keys_of(0, r) if k[0] != RUNLOG]
+
+
+def _next_seqs(n: int) -> tuple[str, tuple[int]]:
+    return f"SELECT nextval('{SCHEMA}.seq') FROM generate_series(1, %s)", (n,)
+
+
+def lock_key(run_id: str) -> int:
+    """The advisory lock key of a run: 64 bits of a hash of its id (a collision only
+    makes two runs wait for each other)."""
+    digest = hashlib.blake2b(run_id.encode(errors="surrogateescape"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def _backoff(attempt: int) -> None:
