@@ -6,6 +6,7 @@ import hashlib
 import os
 import shlex
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,37 @@ def write_request_file(doors: Doors, req: ApprovalRequested) -> Path | None:
         "decision_files": [decision_file(req, d) for d in req.allowed],
     }
     return atomic_write_json(doors.requests / f"{req.approval_id}.json", body)
+
+
+def request_of(state: ApprovalState) -> ApprovalRequested:
+    """The request a stored approval was made from (its request file is written from it)."""
+    return ApprovalRequested(
+        run_id=state.run_id, approval_id=state.approval_id, kind=state.kind, node=state.node,
+        task=state.task, action=state.action, payload=state.payload, digest=state.digest,
+        state_version=state.state_version, allowed=state.allowed, tool=state.tool,
+        intent=state.intent, requested_at=state.requested_at, expires_at=state.expires_at)
+
+
+def write_missing_requests(doors: Doors, approvals: Iterable[ApprovalState],
+                           now: float) -> list[Path]:
+    """Request files for decisions still awaited whose file is not there.
+
+    A worker killed between a pause's commit and its request file leaves the run
+    waiting with nothing in ``requests/`` to show it (the record is in the store:
+    ``bide pending``); a watcher writes such files again when it starts.
+    """
+    if doors.requests is None:
+        return []
+    written = []
+    for state in approvals:
+        if state.decision is not None or expired(state, now):
+            continue
+        if (doors.requests / f"{state.approval_id}.json").exists():
+            continue
+        path = write_request_file(doors, request_of(state))
+        if path is not None:
+            written.append(path)
+    return written
 
 
 def atomic_write_json(path: Path, body: Any) -> Path:

@@ -39,12 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..formats import ApprovalRequested
 from . import faults, pg_home, signing
-from .approvals import Doors, write_request_file
+from .approvals import Doors, request_of, write_request_file
 from .copy_verify import differences
 from .errors import CopyRefused, NotAHome
-from .index import ApprovalState
 from .maintenance import DoctorReport, doctor
 from .restore import Row
 from .run_view import RunView
@@ -304,7 +302,7 @@ def _local_notes(src: _End, dst: _End) -> list[str]:
             waiting = [a for a in r.approvals() if a.decision is None]
         doors = Doors.of(dst.local, url=dst.name if pg_home.is_url(dst.name) else None)
         for state in waiting:
-            write_request_file(doors, _request_of(state))
+            write_request_file(doors, request_of(state))
         if waiting:
             notes.append(f"{len(waiting)} request files written to {dst.local / 'requests'}")
     if src.local is not None and not src.local.is_dir():
@@ -318,11 +316,3 @@ def _local_notes(src: _End, dst: _End) -> list[str]:
                      "source's watcher take them first, or move them into the destination's "
                      "inbox")
     return notes
-
-
-def _request_of(state: ApprovalState) -> ApprovalRequested:
-    return ApprovalRequested(
-        run_id=state.run_id, approval_id=state.approval_id, kind=state.kind, node=state.node,
-        task=state.task, action=state.action, payload=state.payload, digest=state.digest,
-        state_version=state.state_version, allowed=state.allowed, tool=state.tool,
-        intent=state.intent, requested_at=state.requested_at, expires_at=state.expires_at)

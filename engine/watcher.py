@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import signing
+from .approvals import write_missing_requests
 from .dispatch import Dispatcher
 from .inbox import FileResult, Inbox
 from .inbox_events import InboxEvents
@@ -84,6 +85,7 @@ class Watcher:
         # A reader slot left by a killed process pins old pages until someone clears it;
         # a long-running watcher may be the only process that has the store open.
         self.engine.store.reader_check()
+        self._write_missing_requests()
         files = self._take_files()
         report = RecoverReport() if self.stop.is_set() else self.engine.recover(
             max_age=self.max_orphan_age, max_attempts=self.max_attempts)
@@ -102,6 +104,7 @@ class Watcher:
         self._install_signals()
         self._serving = True
         try:
+            self._write_missing_requests()
             self._start()
             self._tick()
             for _landed in self._events:
@@ -115,6 +118,14 @@ class Watcher:
         self.log("watcher stopped; runs left resumable")
         if self._waker is not None and self._waker.failure is not None:
             raise self._waker.failure  # exit non-zero: a supervisor restarts it
+
+    def _write_missing_requests(self) -> None:
+        """Request files a killed worker left unwritten, written again (``approvals``)."""
+        with self.engine.store.reader() as r:
+            waiting = [a for a in r.approvals() if a.decision is None]
+        for path in write_missing_requests(self.engine.doors, waiting, self.engine.clock()):
+            self.log(f"request file {path.name} written again: the worker that paused "
+                     "its run stopped before writing it")
 
     # -- the inbox loop -------------------------------------------------------------
     def _tick(self) -> None:

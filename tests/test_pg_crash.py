@@ -162,7 +162,8 @@ def test_a_crash_at_a_pause_asks_again_and_is_decided_once_on_postgres(pg_url, h
     assert waiting["status"] == Status.WAITING_APPROVAL
     with bide.open(pg_url, durability="fast") as eng:  # asked once, in the database
         assert [p["approval_id"] for p in eng.pending()] == [waiting["waiting"]["approval_id"]]
-    # (after_pause_committed leaves no request file, on LMDB too: resume does not write it)
+    # (after_pause_committed leaves no request file: a starting watcher writes it again,
+    # tests/test_request_files_rewritten.py)
     proof_done_once(pg_url, here, proof_app(pg_url, here, "decide", "approve"))
 
 
