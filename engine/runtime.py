@@ -362,6 +362,7 @@ class Engine(Surface):
         self._check_fits(head, cp, found)
         return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
                       seen={k: dict(v) for k, v in cp.seen.items()},
+                      sends=[(node, dict(arg)) for node, arg in cp.sends],
                       base=head.base, deltas=deltas, base_version=base.version,
                       scan_from=start - 1 if cp.scan_from < 0 else cp.scan_from, found=found)
 
@@ -369,7 +370,7 @@ class Engine(Surface):
                     found: dict[str, tuple[int, PendingWrite]]) -> None:
         """Raise FlowMismatch if a node the run needs next is gone from its flow."""
         flow = self.flow(head.flow)
-        for name in cp.next:
+        for name in [*cp.next, *(node for node, _ in cp.sends)]:
             if name not in flow.nodes:
                 raise FlowMismatch(head.run_id, name, "next", flow=head.flow)
         for _, write in found.values():
