@@ -228,7 +228,8 @@ class Execution:
             return True
         paused = [r for r in results if r.kind == "pause"]
         if paused:
-            self._pause([r.pause for r in paused if r.pause is not None])
+            self._pause([r.pause for r in paused if r.pause is not None],
+                        item=self.labels.get(paused[0].task, paused[0].node))
             return True
         return False
 
@@ -265,9 +266,11 @@ class Execution:
             run_id=self.run_id, status=Status.FAILED, node=node, error=error, reason=reason,
             at=self.clock())])
 
-    def _pause(self, pauses: list[Any]) -> None:
+    def _pause(self, pauses: list[Any], item: str) -> None:
         requests = [rec for p in pauses for rec in p.records]
         waiting = pauses[0].waiting
+        if waiting.get("node_id") != item:  # a Send task: say which item waits (search[3])
+            waiting = {**waiting, "item": item}
         kinds = {p.waiting["type"] for p in pauses}
         status = (Status.NEEDS_RECONCILIATION if "reconciliation" in kinds
                   else Status.WAITING_APPROVAL)
