@@ -2,7 +2,8 @@
 
 The world decides: each item's charge happened exactly once (counted in a file
 outside the store), the reduced state holds every item of ONE plan in the order
-sent, and a plan under way is never replaced by a new one.
+sent, and a plan under way is never replaced by a new one. The same on
+PostgreSQL: tests/test_pg_crash.py.
 """
 
 from __future__ import annotations
@@ -77,10 +78,3 @@ def test_a_map_without_a_crash_charges_each_item_once(tmp_path):
     out = app(tmp_path, "start", {})
     assert out.returncode == 0, out.stderr
     check_world(tmp_path, json.loads(out.stdout), "none")
-
-
-@pytest.mark.parametrize(("point", "occurrence"),
-                         [("map_task_started", 7), ("after_tool_effect", 4)])
-def test_killed_mid_map_on_postgres(tmp_path, pg_url, point, occurrence):
-    run = crash_and_resume(tmp_path, point, occurrence, {}, url=pg_url)
-    check_world(tmp_path, run, point)
