@@ -44,6 +44,7 @@ from .policy import Policy
 from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
 from .run_view import RunView, ended, settled
 from .runs import CheckpointInfo, Run, check_run_id
+from .send import next_labels
 from .state import materialize
 from .store import Reader, Store
 from .surface import Surface
@@ -473,7 +474,8 @@ class Engine(Surface):
                 cp = r.record(seq)
                 assert isinstance(cp, Checkpoint)
                 out.append(CheckpointInfo(seq, cp.version, cp.superstep, cp.status,
-                                          list(cp.committed), list(cp.next), cp.full,
+                                          list(cp.committed), next_labels(cp.next, cp.sends),
+                                          cp.full,
                                           len(raw), cp.at))
         return out
 

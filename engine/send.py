@@ -81,8 +81,19 @@ def plan_tasks(superstep: int, names: list[str], sends: list[tuple[str, dict[str
     return tasks
 
 
-def task_label(task: str, sent: bool) -> str:
-    """``node[index]`` for a Send task id, the node alone otherwise."""
-    head, _, index = task.rpartition(":")
-    node = head.partition(":")[2]
-    return f"{node}[{index}]" if sent else node
+def next_labels(names: list[str], sends: list[Any]) -> list[str]:
+    """What a checkpoint runs next, for people: names, then ``search[0..11]`` per Send node."""
+    tasks = plan_tasks(0, list(names), [(node, arg) for node, arg in sends])
+    out = list(names)
+    sent: dict[str, list[str]] = {}
+    for t in tasks[len(names):]:
+        sent.setdefault(t.node, []).append(t.id.rpartition(":")[2])
+    for node, ids in sent.items():
+        out.append(f"{node}[{ids[0]}]" if len(ids) == 1 else f"{node}[{ids[0]}..{ids[-1]}]")
+    return out
+
+
+def labels_of(superstep: int, names: list[str], sends: list[Any]) -> dict[str, str]:
+    """Task id -> label (``search[3]``) for the tasks a checkpoint plans."""
+    tasks = plan_tasks(superstep, list(names), [(node, arg) for node, arg in sends])
+    return {t.id: t.label for t in tasks}
