@@ -119,3 +119,48 @@ def test_an_approval_in_a_send_task_resumes_that_item(engine):
     run = engine.resume("r-ask")
     assert run.status == bide.Status.DONE
     assert run.state["charged"] == ["ann", "bob", "cy"] and calls == ["bob"]
+
+
+def test_astart_runs_a_map_of_async_and_sync_items_on_the_callers_loop(engine):
+    import asyncio
+
+    flow = bide.Flow("amix")
+    running = {"now": 0, "max": 0}
+
+    @flow.node(start=True)
+    async def plan(state, ctx):
+        return {}
+
+    @flow.node(concurrency=2)
+    async def fetch(state, ctx):
+        running["now"] += 1
+        running["max"] = max(running["max"], running["now"])
+        await asyncio.sleep(0.01)
+        running["now"] -= 1
+        return {"got": [state["i"]]}
+
+    @flow.node()
+    def parse(state, ctx):
+        return {"parsed": [state["i"]]}
+
+    flow.route("plan", lambda s: [*(bide.Send("fetch", {"i": i}) for i in range(6)),
+                                  *(bide.Send("parse", {"i": i}) for i in range(3))])
+    flow.reducer("got", bide.append)
+    flow.reducer("parsed", bide.append)
+    engine.register(flow)
+    run = asyncio.run(engine.astart("amix", run_id="r-amix"))
+    assert run.state == {"got": list(range(6)), "parsed": [0, 1, 2]} and running["max"] == 2
+
+
+def test_a_fork_at_the_planning_checkpoint_runs_the_same_items(engine):
+    calls: list = []
+    engine.register(drifting_flow(calls, {"yes": False}))
+    engine.start("drift", run_id="r-a")
+    planned = [c for c in engine.checkpoints("r-a") if c.next == ["search[0..4]"]]
+    assert len(planned) == 1
+    engine.fork("r-a", planned[0].version, new_id="r-b")
+    calls.clear()
+    run = engine.resume("r-b")
+    assert run.status == bide.Status.DONE
+    assert sorted(q for _, q in calls) == [f"b0-{i}" for i in range(5)]  # not a new plan
+    assert run.state["results"] == [f"b0-{i}" for i in range(5)]
