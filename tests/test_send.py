@@ -9,11 +9,14 @@ import bide
 import pytest
 
 
-def map_flow(items_key: str = "queries", *, concurrency: int = 8, sleep: float = 0.0,
+def map_flow(items_key: str = "queries", *, concurrency: int = 8, hold: bool = False,
              seen: list | None = None) -> bide.Flow:
+    """``hold``: each task waits (2 s at most) until as many run as may, or all have started,
+    then a little more: the high-water mark shows the bound however slowly threads start
+    under load, and a task beyond it would be seen."""
     flow = bide.Flow("research")
-    lock = threading.Lock()
-    running = {"now": 0, "max": 0}
+    lock = threading.Condition()
+    running = {"now": 0, "max": 0, "started": 0}
 
     @flow.node(start=True)
     def plan(state, ctx):
@@ -23,12 +26,18 @@ def map_flow(items_key: str = "queries", *, concurrency: int = 8, sleep: float =
     def search(state, ctx):
         with lock:
             running["now"] += 1
+            running["started"] += 1
             running["max"] = max(running["max"], running["now"])
+            lock.notify_all()
+            deadline = time.monotonic() + 2
+            while hold and running["now"] < concurrency and running["started"] < total[0]:
+                if not lock.wait(deadline - time.monotonic()):
+                    break
+        if hold:
+            time.sleep(0.02)  # time for a task beyond the bound to show up, were there one
         try:
             if seen is not None:
                 seen.append((ctx.task_id, dict(state)))
-            if sleep:
-                time.sleep(sleep)
             return {"results": [f"found {state['query']}"]}
         finally:
             with lock:
@@ -38,7 +47,13 @@ def map_flow(items_key: str = "queries", *, concurrency: int = 8, sleep: float =
     def summarize(state, ctx):
         return {"summary": len(state["results"]), "summarized": state.get("summarized", 0) + 1}
 
-    flow.route("plan", lambda s: [bide.Send("search", {"query": q}) for q in s[items_key]])
+    total = [0]
+
+    def route(s):
+        total[0] = len(s[items_key])
+        return [bide.Send("search", {"query": q}) for q in s[items_key]]
+
+    flow.route("plan", route)
     flow.reducer("results", bide.append)
     flow.running = running  # type: ignore[attr-defined]
     return flow
@@ -151,7 +166,7 @@ def test_two_send_tasks_setting_a_key_without_reducer_name_both(engine):
 
 @pytest.mark.parametrize("limit", [1, 3, 8])
 def test_send_tasks_run_at_most_concurrency_at_once(engine, limit):
-    flow = map_flow(concurrency=limit, sleep=0.02)
+    flow = map_flow(concurrency=limit, hold=True)
     engine.register(flow)
     run = engine.start("research", input={"n": 12})
     assert run.status == bide.Status.DONE and len(run.state["results"]) == 12
@@ -159,7 +174,7 @@ def test_send_tasks_run_at_most_concurrency_at_once(engine, limit):
 
 
 def test_default_concurrency_is_eight(engine):
-    flow = map_flow(sleep=0.02)
+    flow = map_flow(hold=True)
     engine.register(flow)
     engine.start("research", input={"n": 20})
     assert flow.running["max"] == 8  # type: ignore[attr-defined]
