@@ -183,7 +183,7 @@ def _run_sync(scope: StepScope, left: _Countdown, task: Task) -> TaskResult:
     while True:
         ctx = NodeContext(scope, name, task.id, attempt)
         try:
-            update = _closing(ctx, node.fn, _state_of(scope, task), ctx)
+            update = _closing(ctx, node.fn, scope, task)
             return _finish(scope, left, task.id, name, update)
         except BaseException as exc:  # noqa: BLE001 - sorted below; pauses are not errors
             result = _failed(left, task.id, name, exc, attempt, node.retries)
@@ -213,10 +213,10 @@ async def _run_async(scope: StepScope, left: _Countdown, task: Task) -> TaskResu
         attempt += 1
 
 
-def _closing(ctx: NodeContext, fn: Any, *args: Any) -> Any:
-    """Call a sync node; its ctx closes when it returns or raises."""
+def _closing(ctx: NodeContext, fn: Any, scope: StepScope, task: Task) -> Any:
+    """Call a sync node; its ctx closes when it (or a fault point before it) returns or raises."""
     try:
-        return fn(*args)
+        return fn(_state_of(scope, task), ctx)
     finally:
         ctx.close()
 
