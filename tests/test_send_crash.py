@@ -33,10 +33,10 @@ POLICIES = {
 }
 
 
-def app(tmp_path, action, policy, fault=None, url=None):
+def app(tmp_path, action, policy, fault=None, url=None, env=None):
     args = [str(tmp_path / "home"), str(tmp_path / "effects"), action, "r-map",
             json.dumps(policy)] + ([url] if url else [])
-    return run_app("map_app.py", *args, fault=fault)
+    return run_app("map_app.py", *args, fault=fault, env=env)
 
 
 def check_world(tmp_path, run, point):
@@ -52,7 +52,7 @@ def check_world(tmp_path, run, point):
     for line, n in effects.items():
         item = line.split()[1]
         per_item[item] = per_item.get(item, 0) + n
-    assert per_item == {f"{batch}-{i}": 1 for i in range(ITEMS)}  # exactly once, each
+    assert per_item == {f"{batch}-{i}": 1 for i in range(ITEMS)}, "exactly once, each item"
 
 
 def crash_and_resume(tmp_path, point, occurrence, policy, url=None):
@@ -78,3 +78,15 @@ def test_a_map_without_a_crash_charges_each_item_once(tmp_path):
     out = app(tmp_path, "start", {})
     assert out.returncode == 0, out.stderr
     check_world(tmp_path, json.loads(out.stdout), "none")
+
+
+def test_negative_control_without_intent_replay_an_item_is_charged_twice(tmp_path):
+    """The same crash with intent replay switched off: the world sees a repeat."""
+    off = {"BIDE_TEST_SWITCHES": "no_intent_replay"}
+    policy = POLICIES["no-pending"]
+    out = app(tmp_path, "start", policy, fault="after_intent_completed:1:kill", env=off)
+    assert out.returncode in (-9, 137), out.stderr
+    out = app(tmp_path, "resume", policy, env=off)
+    assert out.returncode == 0, out.stderr
+    with pytest.raises(AssertionError, match="exactly once"):
+        check_world(tmp_path, json.loads(out.stdout), "after_intent_completed")
