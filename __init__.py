@@ -69,6 +69,7 @@ from .engine.policy import Policy
 from .engine.recovery import RecoveredRun, RecoverReport
 from .engine.runs import CheckpointInfo, Run
 from .engine.runtime import Engine, check_run_id, open
+from .engine.send import Send
 from .engine.store import Store, WriteEvent
 from .engine.surface import read_approval_key
 from .engine.tools import Outcome, Tool, tool
@@ -131,6 +132,7 @@ __all__ = [
     "RunError",
     "RunExists",
     "RunNotResumable",
+    "Send",
     "StaleLease",
     "StateNotSerializable",
     "Status",

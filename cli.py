@@ -202,7 +202,8 @@ def _show_text(d: dict[str, Any], now: float) -> str:
         lease_text = f"{lease['owner']} (token {lease['token']}, {until})"
     waiting = d["waiting"]
     waiting_text = "-" if not waiting else (
-        f"{waiting.get('type')} {waiting.get('approval_id', '')} in node {waiting.get('node_id')}")
+        f"{waiting.get('type')} {waiting.get('approval_id', '')} in node "
+        f"{waiting.get('item') or waiting.get('node_id')}")  # a Send task: search[3]
     pending = "\n".join(f"{node}: {text}" for node, text in d["pending_writes"].items())
     return fields([
         ("run", d["run_id"]),

@@ -12,7 +12,7 @@ from . import report, suite
 
 
 @click.command("bench")
-@click.argument("what", type=click.Choice((*suite.WHAT, "watch", "pg-wake")), default="all")
+@click.argument("what", type=click.Choice((*suite.WHAT, "watch", "pg-wake", "map")), default="all")
 @click.option("--quick", is_flag=True, help="Every workload and policy at small size (< 1 min).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every measurement to this file as JSON.")
@@ -42,7 +42,8 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     DBOS against bide on one PostgreSQL server, and 1/2/4 worker processes on one
     PostgreSQL home; postgres runs those alone) or all; watch measures the
     watcher (inbox latency, bursts, idle CPU) on its own; pg-wake measures its
-    LISTEN/NOTIFY wake-ups on the PostgreSQL server at $BIDE_BENCH_PG.
+    LISTEN/NOTIFY wake-ups on the PostgreSQL server at $BIDE_BENCH_PG; map
+    measures a map of 100 items (bide.Send) against a chain of 100 steps.
     """
     if pg_url is not None:
         from ..engine.pg_home import is_url
@@ -56,6 +57,9 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
         return
     if what == "pg-wake":
         _pg_wake(quick, json_path, home)
+        return
+    if what == "map":
+        _map(quick, json_path, home)
         return
     if plot_path is not None:
         try:
@@ -107,6 +111,18 @@ def _pg_wake(quick: bool, json_path: Path | None, home: Path | None) -> None:
         home.mkdir(parents=True, exist_ok=True)
     out = pg_wake.run(url, quick=quick, home=home, say=lambda line: click.echo(line, err=True))
     click.echo(pg_wake.render(out))
+    if json_path is not None:
+        json_path.write_text(to_json(out, indent=1) + "\n")
+        click.echo(f"wrote {json_path}", err=True)
+
+
+def _map(quick: bool, json_path: Path | None, home: Path | None) -> None:
+    from . import mapping
+
+    if home is not None:
+        home.mkdir(parents=True, exist_ok=True)
+    out = mapping.run(quick=quick, home=home)
+    click.echo(mapping.render(out))
     if json_path is not None:
         json_path.write_text(to_json(out, indent=1) + "\n")
         click.echo(f"wrote {json_path}", err=True)

@@ -69,6 +69,6 @@ def run_in_memory(flow: Flow, state: dict[str, Any], run_id: str = "mem"
                 updates = list(pool.map(call, names))
         writes = [(n, _ops(flow, u)) for n, u in zip(names, updates, strict=True)]
         state, _ = fold(flow, state, writes)
-        names = flow.successors(names, state, seen)
+        names, _ = flow.successors(names, state, seen)  # a baseline of static flows: no Sends
         superstep += 1
     return state, superstep

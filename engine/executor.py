@@ -24,6 +24,7 @@ from .held import HeldOutcomes
 from .offload import off_loop
 from .policy import Policy
 from .renewer import renewer
+from .send import Task, plan_tasks
 from .state import DEFERRED, Op, fold
 from .step import StepScope
 from .store import Store
@@ -47,6 +48,7 @@ class Cursor:
     base_version: int
     scan_from: int
     found: dict[str, tuple[int, PendingWrite]] = field(default_factory=dict)
+    sends: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # the next map tasks
 
 
 class Execution:
@@ -62,7 +64,7 @@ class Execution:
         self.fingerprint = flow.fingerprint()
         c = cursor
         self.version, self.superstep, self.state = c.version, c.superstep, c.state
-        self.next, self.seen = c.next, c.seen
+        self.next, self.seen, self.sends = c.next, c.seen, c.sends
         self.base, self.deltas, self.scan_from, self.found = c.base, c.deltas, c.scan_from, c.found
         self.base_version = c.base_version
         self.absorbed: list[int] = []
@@ -71,6 +73,7 @@ class Execution:
         self.committed: list[str] = []
         self.last_committed: list[str] = []
         self.steps_since_cp = 0
+        self.labels: dict[str, str] = {}  # task id -> how errors name it (search[3])
         self.held = HeldOutcomes(self._fenced, name=run_id)
 
     def commit(self, records: Sequence[Record], task: str | None = None) -> list[int]:
@@ -83,7 +86,7 @@ class Execution:
     # -- the loop ----------------------------------------------------------
     def run(self) -> None:
         with self._leased():
-            while self.next:
+            while self.next or self.sends:
                 if self._stop_requested():
                     return
                 if self._settle(self._results(self._tasks())):
@@ -93,7 +96,7 @@ class Execution:
     async def arun(self) -> None:
         """``run`` on the caller's event loop: async nodes run on it, blocking work off it."""
         with self._leased():
-            while self.next:
+            while self.next or self.sends:
                 if await off_loop(self._stop_requested):
                     return
                 tasks = self._tasks()
@@ -140,8 +143,10 @@ class Execution:
                          version=self.version, state=self.state, clock=self.clock,
                          held=self.held)
 
-    def _tasks(self) -> list[tuple[str, str]]:
-        return [(f"{self.superstep}:{name}:0", name) for name in self.next]
+    def _tasks(self) -> list[Task]:
+        tasks = plan_tasks(self.superstep, self.next, self.sends)
+        self.labels = {t.id: t.label for t in tasks}
+        return tasks
 
     def _settle(self, results: list[TaskResult]) -> bool:
         """Commit, fold and checkpoint a superstep's results; True if the run stops here."""
@@ -154,30 +159,32 @@ class Execution:
             self._commit_deferred(results, keep=False)
             self._fail("(fold)", "".join(traceback.format_exception(exc)))
             return True
-        if self.next and self.policy.due(self.steps_since_cp):
+        if self.sends:  # a map is planned: its Sends are durable before any of them runs
+            self._checkpoint(Status.RUNNING)
+            faults.point("map_planned")
+        elif self.next and self.policy.due(self.steps_since_cp):
             self._checkpoint(Status.RUNNING)
         return False
 
-    def _results(self, tasks: list[tuple[str, str]]) -> list[TaskResult]:
+    def _results(self, tasks: list[Task]) -> list[TaskResult]:
         done, todo = self._found(tasks)
         return self._ordered(tasks, done, run_tasks(self._scope(), todo))
 
-    def _found(self, tasks: list[tuple[str, str]]
-               ) -> tuple[dict[str, TaskResult], list[tuple[str, str]]]:
+    def _found(self, tasks: list[Task]) -> tuple[dict[str, TaskResult], list[Task]]:
         """Tasks whose output a crashed worker already committed, and those left to run."""
         done: dict[str, TaskResult] = {}
-        for task, name in tasks:
-            if task in self.found:
-                seq, write = self.found.pop(task)
-                done[task] = TaskResult(task, name, "ok", list(write.ops), seq)
-        return done, [t for t in tasks if t[0] not in done]
+        for task in tasks:
+            if task.id in self.found:
+                seq, write = self.found.pop(task.id)
+                done[task.id] = TaskResult(task.id, task.node, "ok", list(write.ops), seq)
+        return done, [t for t in tasks if t.id not in done]
 
     @staticmethod
-    def _ordered(tasks: list[tuple[str, str]], done: dict[str, TaskResult],
+    def _ordered(tasks: list[Task], done: dict[str, TaskResult],
                  ran: list[TaskResult]) -> list[TaskResult]:
         for r in ran:
             done[r.task] = r
-        return [done[task] for task, _ in tasks]
+        return [done[task.id] for task in tasks]
 
     def _checkpoint_follows(self, results: list[TaskResult]) -> bool:
         """Will this superstep fold and commit a checkpoint at once (if nothing fails)?
@@ -221,7 +228,8 @@ class Execution:
             return True
         paused = [r for r in results if r.kind == "pause"]
         if paused:
-            self._pause([r.pause for r in paused if r.pause is not None])
+            self._pause([r.pause for r in paused if r.pause is not None],
+                        item=self.labels.get(paused[0].task, paused[0].node))
             return True
         return False
 
@@ -258,9 +266,11 @@ class Execution:
             run_id=self.run_id, status=Status.FAILED, node=node, error=error, reason=reason,
             at=self.clock())])
 
-    def _pause(self, pauses: list[Any]) -> None:
+    def _pause(self, pauses: list[Any], item: str) -> None:
         requests = [rec for p in pauses for rec in p.records]
         waiting = pauses[0].waiting
+        if waiting.get("node_id") != item:  # a Send task: say which item waits (search[3])
+            waiting = {**waiting, "item": item}
         kinds = {p.waiting["type"] for p in pauses}
         status = (Status.NEEDS_RECONCILIATION if "reconciliation" in kinds
                   else Status.WAITING_APPROVAL)
@@ -273,11 +283,11 @@ class Execution:
 
     def _fold(self, results: list[TaskResult]) -> None:
         """Fold a finished superstep; assigns nothing unless reducers and routes all succeed."""
-        writes = [(r.node, r.ops) for r in results]
+        writes = [(self.labels.get(r.task, r.node), r.ops) for r in results]
         state, custom = fold(self.flow, self.state, writes)
         names = [r.node for r in results]
         seen = {k: dict(v) for k, v in self.seen.items()}
-        self.next = self.flow.successors(names, state, seen)
+        self.next, self.sends = self.flow.successors(names, state, seen)
         self.state, self.seen = state, seen
         if self.policy.pending_writes:
             for r in results:
@@ -308,7 +318,7 @@ class Execution:
             seen=self.seen,
             waiting=waiting, scan_from=-1 if folding else self.scan_from,
             flow=self.flow.name if full else "", fingerprint=self.fingerprint if full else "",
-            at=self.clock(),
+            at=self.clock(), sends=[[node, arg] for node, arg in self.sends],
         )
         records: list[Record] = [cp, *extra]
         if release:

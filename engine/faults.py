@@ -20,6 +20,8 @@ FAULT_POINTS: dict[str, str] = {
     "after_pending_write": "a task's output is durable, its superstep not yet folded",
     "sibling_output_held": "a task finished with its siblings: its output waits for the checkpoint",
     "after_checkpoint": "a superstep's checkpoint is durable",
+    "map_planned": "the checkpoint holding a map's Sends is durable, none of them has run",
+    "map_task_started": "a Send task took its slot and is about to run its node",
     "before_intent_prepared": "a tool call is about to be recorded",
     "after_intent_prepared": "the intent is durable, the tool not yet called",
     "after_tool_effect": "the tool returned (its side effect happened), outcome not recorded",

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import FlowError
+from .send import Send, checked_arg
 
 END = "__end__"
+DEFAULT_CONCURRENCY = 8  # tasks of one node that run at once in a superstep
 
 Reducer = Callable[[Any, Any], Any]
 
@@ -47,6 +49,7 @@ class Node:
     start: bool = False
     retries: int = 0
     retry_backoff: float = 0.0
+    concurrency: int = DEFAULT_CONCURRENCY
 
     @property
     def is_async(self) -> bool:
@@ -73,8 +76,17 @@ class Flow:
         after: Iterable[str] = (),
         retries: int = 0,
         retry_backoff: float = 0.0,
+        concurrency: int = DEFAULT_CONCURRENCY,
     ) -> Any:
-        """Decorator: add ``fn(state, ctx)`` as a node. ``after`` lists what it joins on."""
+        """Decorator: add ``fn(state, ctx)`` as a node. ``after`` lists what it joins on.
+
+        ``concurrency`` bounds how many of its tasks (its Sends) run at once.
+        A node reached only through Sends needs neither ``start`` nor ``after``.
+        """
+        if (not isinstance(concurrency, int) or isinstance(concurrency, bool)
+                or concurrency < 1):
+            raise FlowError(f"concurrency must be an int >= 1, not {concurrency!r}",
+                            flow=self.name, node=name)
 
         def add(f: Callable[..., Any]) -> Callable[..., Any]:
             node_name = name or f.__name__
@@ -85,13 +97,18 @@ class Flow:
                 raise FlowError(f"{END!r} is reserved for the end of a flow", flow=self.name,
                                 node=node_name)
             deps = (after,) if isinstance(after, str) else tuple(after)
-            self.nodes[node_name] = Node(node_name, f, deps, start, retries, retry_backoff)
+            self.nodes[node_name] = Node(node_name, f, deps, start, retries, retry_backoff,
+                                         concurrency)
             return f
 
         return add(fn) if fn is not None else add
 
     def route(self, node: str, fn: Callable[[Any], Any]) -> None:
-        """After ``node`` completes, ``fn(state)`` names the next node(s) or returns END."""
+        """After ``node`` completes, ``fn(state)`` names the next node(s) or returns END.
+
+        It may also return ``Send(node, arg)`` items (alone or in a list, mixed with
+        names): one task of ``node`` per Send, whose state is ``arg``.
+        """
         self.routes[node] = fn
 
     def reducer(self, key: str, fn: Reducer) -> None:
@@ -136,18 +153,22 @@ class Flow:
         completed: list[str],
         state: Any,
         seen: dict[str, dict[str, int]],
-    ) -> list[str]:
-        """The nodes triggered by ``completed``; updates ``seen`` in place.
+    ) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
+        """The nodes triggered by ``completed``, and the Sends its routes returned.
 
-        ``seen[join]`` holds the dependencies of a join that completed since the join
-        last ran; the entry goes away when the join fires, so checkpoints carry only
-        joins that are half satisfied, not every join ever run.
+        Each route runs once per superstep, however many tasks its node had.
+        Updates ``seen`` in place: ``seen[join]`` holds the dependencies of a join
+        that completed since the join last ran; the entry goes away when the join
+        fires, so checkpoints carry only joins that are half satisfied.
         """
         done = set(completed)
         triggered: set[str] = set()
-        for name in completed:
+        sends: list[tuple[str, dict[str, Any]]] = []
+        for name in dict.fromkeys(completed):
             if name in self.routes:
-                triggered.update(self._routed(name, self.routes[name](state)))
+                names, sent = self._routed(name, self.routes[name](state))
+                triggered.update(names)
+                sends.extend(sent)
         for node in self.nodes.values():
             if not node.after or done.isdisjoint(node.after):
                 continue
@@ -160,16 +181,24 @@ class Flow:
                 seen.pop(node.name, None)
             else:
                 seen[node.name] = {dep: 1 for dep in sorted(got)}
-        return self.order(triggered)
+        return self.order(triggered), sends
 
-    def _routed(self, src: str, target: Any) -> list[str]:
-        targets = [target] if target is None or isinstance(target, str) else list(target)
-        out = []
+    def _routed(self, src: str, target: Any
+                ) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
+        single = target is None or isinstance(target, (str, Send))
+        targets = [target] if single else list(target)
+        names: list[str] = []
+        sends: list[tuple[str, dict[str, Any]]] = []
         for t in targets:
             if t is None or t == END:
                 continue
-            if t not in self.nodes:
-                raise FlowError(f"route from {src!r} returned {t!r}, which is not a node of "
-                                f"flow {self.name!r}", flow=self.name, node=src)
-            out.append(t)
-        return out
+            node = t.node if isinstance(t, Send) else t
+            if not isinstance(node, str) or node not in self.nodes:
+                what = "a Send to " if isinstance(t, Send) else ""
+                raise FlowError(f"route from {src!r} returned {what}{node!r}, which is not a "
+                                f"node of flow {self.name!r}", flow=self.name, node=src)
+            if isinstance(t, Send):
+                sends.append((node, checked_arg(self.name, src, t)))
+            else:
+                names.append(node)
+        return names, sends

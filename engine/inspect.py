@@ -33,6 +33,7 @@ from .errors import UnknownVersion as UnknownVersion  # its old home, still impo
 from .index import RunHead
 from .render import clip, first_line, preview, size
 from .run_view import RunView, owner_alive
+from .send import labels_of, next_labels
 from .state import materialize
 from .store import Reader
 from .vocabulary import IN_DOUBT, Status
@@ -162,9 +163,11 @@ def pending_writes(reader: Reader, head: RunHead) -> dict[str, str]:
     if head.checkpoint < 0:
         return {}
     out: dict[str, str] = {}
-    _, _, found = RunView(reader, head).unfolded()
+    cp, _, found = RunView(reader, head).unfolded()
+    labels = labels_of(cp.superstep, cp.next, cp.sends)  # a Send task is named search[3]
     for seq, write in sorted(found.values(), key=lambda item: item[0]):
-        name = write.node if write.node not in out else write.task
+        name = labels.get(write.task, write.node)
+        name = name if name not in out else write.task
         keys = ", ".join(dict.fromkeys(op[0] for op in write.ops)) or "no keys"
         out[name] = f"{keys} ({size(len(reader.raw(seq) or b''))}, step {write.superstep})"
     return out
@@ -203,7 +206,7 @@ def describe(record: Record) -> str:  # noqa: C901 - one arm per record type
         case Checkpoint():
             kind = "full" if record.full else f"delta on #{record.base}"
             done = ",".join(record.committed) or "-"
-            nxt = ",".join(record.next) or "-"
+            nxt = ",".join(next_labels(record.next, record.sends)) or "-"
             return (f"v{record.version} step {record.superstep} {record.status} {kind}; "
                     f"committed {done}; next {nxt}")
         case PendingWrite():

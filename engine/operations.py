@@ -101,6 +101,7 @@ def fork(engine: Engine, run_id: str, version: int, new_id: str | None = None, *
                        parent_version=version, at=at),
             Checkpoint(run_id=new_id, version=cp.version, superstep=cp.superstep,
                        status=Status.PENDING, full=True, state=state, next=list(cp.next),
+                       sends=[list(send) for send in cp.sends],
                        seen={k: dict(v) for k, v in cp.seen.items()},
                        flow=head.flow, fingerprint=head.fingerprint, at=at),
         ]

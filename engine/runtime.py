@@ -44,6 +44,7 @@ from .policy import Policy
 from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
 from .run_view import RunView, ended, settled
 from .runs import CheckpointInfo, Run, check_run_id
+from .send import next_labels
 from .state import materialize
 from .store import Reader, Store
 from .surface import Surface
@@ -362,6 +363,7 @@ class Engine(Surface):
         self._check_fits(head, cp, found)
         return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
                       seen={k: dict(v) for k, v in cp.seen.items()},
+                      sends=[(node, dict(arg)) for node, arg in cp.sends],
                       base=head.base, deltas=deltas, base_version=base.version,
                       scan_from=start - 1 if cp.scan_from < 0 else cp.scan_from, found=found)
 
@@ -369,7 +371,7 @@ class Engine(Surface):
                     found: dict[str, tuple[int, PendingWrite]]) -> None:
         """Raise FlowMismatch if a node the run needs next is gone from its flow."""
         flow = self.flow(head.flow)
-        for name in cp.next:
+        for name in [*cp.next, *(node for node, _ in cp.sends)]:
             if name not in flow.nodes:
                 raise FlowMismatch(head.run_id, name, "next", flow=head.flow)
         for _, write in found.values():
@@ -472,7 +474,8 @@ class Engine(Surface):
                 cp = r.record(seq)
                 assert isinstance(cp, Checkpoint)
                 out.append(CheckpointInfo(seq, cp.version, cp.superstep, cp.status,
-                                          list(cp.committed), list(cp.next), cp.full,
+                                          list(cp.committed), next_labels(cp.next, cp.sends),
+                                          cp.full,
                                           len(raw), cp.at))
         return out
 

@@ -76,14 +76,14 @@ def apply_op(state: dict[str, Any], op: Op, owned: set[str] | None = None) -> No
 def fold(
     flow: Flow, state: dict[str, Any], writes: list[tuple[str, list[Op]]]
 ) -> tuple[dict[str, Any], list[Op]]:
-    """Fold one superstep's writes (in task order) into a new state.
+    """Fold one superstep's writes (``(task name, ops)`` in task order) into a new state.
 
     Returns:
         The new state, and the ``set`` ops for keys with custom reducers (the
         checkpoint stores those, since the reducer is code).
 
     Raises:
-        ReducerConflict: two nodes set a key that has no reducer.
+        ReducerConflict: two tasks set a key that has no reducer.
     """
     setters: dict[str, str] = {}
     for node, ops in writes:
@@ -94,6 +94,7 @@ def fold(
                 setters[key] = node
     new = dict(state)
     custom: dict[str, Any] = {}
+    owned: set[str] = set()  # lists copied once by this fold: a map's appends extend them
     for _, ops in writes:
         for op in ops:
             key, kind, value = op
@@ -101,7 +102,7 @@ def fold(
                 new[key] = flow.reducers[key](new.get(key), value)
                 custom[key] = new[key]
             else:
-                apply_op(new, op)
+                apply_op(new, op, owned)
     custom_ops = [(k, "set", v) for k, v in custom.items()]
     for key, _, value in custom_ops:
         try:

@@ -1,6 +1,7 @@
 """Running one superstep's tasks: concurrently, with retries, committing each output.
 
 Sync nodes run in threads (inline when alone), async nodes on one event loop:
+at most ``node.concurrency`` tasks of a node at once (a map's Sends queue for a slot).
 the caller's under ``engine.astart``, else one of their own (in a helper thread
 when the calling thread already runs a loop).
 A finished task's output waits up to ``SIBLING_BOUND`` for its siblings: if
@@ -8,7 +9,8 @@ they all finish within it, every output rides in the checkpoint that follows
 (one commit for the superstep, as a chain's). Else the waiting task commits its
 pending write alone, so a crash or a failing sibling never costs more than the
 bound's worth of a finished task's work (a lost output only means the node runs
-again; its tool calls' effects are guarded by the intent log).
+again; its tool calls' effects are guarded by the intent log). While tasks still
+queue for a slot, a finished one commits at once: its siblings are far away.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from types import MappingProxyType
 from typing import Any
 
 from ..formats import PendingWrite
+from ..formats.records import node_of
 from . import faults
 from .context import NodeContext
 from .errors import Nondeterminism, Paused, StaleLease, StateNotSerializable, StoreError
 from .offload import off_loop, run_coroutine
+from .send import Task
 from .state import Op, to_ops
 from .step import StepScope
 
@@ -51,8 +55,12 @@ class TaskResult:
 class _Countdown:
     """Which tasks finish together: their outputs may ride with the checkpoint that follows."""
 
-    def __init__(self, n: int, bound: float | None = None) -> None:
+    def __init__(self, n: int, bound: float | None = None,
+                 backlog: dict[str, int] | None = None) -> None:
         self.n, self.left, self.done = n, n, set[str]()
+        # per node, tasks that wait for a slot (beyond its concurrency): while any
+        # wait, a finished task does not wait for its siblings (they are far away)
+        self.backlog = {k: v for k, v in (backlog or {}).items() if v > 0}
         self.lock = threading.Lock()
         self.all_done = threading.Condition(self.lock)
         self.bound = SIBLING_BOUND if bound is None else bound
@@ -72,6 +80,8 @@ class _Countdown:
             if self._count(task):
                 self.all_done.notify_all()
                 return True
+            if self.backlog:
+                return False
             deadline = time.monotonic() + self.bound
             while self.left:
                 rest = deadline - time.monotonic()
@@ -84,13 +94,18 @@ class _Countdown:
         if task not in self.done:
             self.done.add(task)
             self.left -= 1
+            node = node_of(task)
+            if node in self.backlog:  # its slot goes to a waiting task
+                self.backlog[node] -= 1
+                if not self.backlog[node]:
+                    del self.backlog[node]
             if self.left == 0:
                 self.all_done.notify_all()
         return self.left == 0
 
 
-def run_tasks(scope: StepScope, tasks: list[tuple[str, str]]) -> list[TaskResult]:
-    """Run ``(task_id, node)`` pairs; results in the given order.
+def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
+    """Run a superstep's tasks; results in the given order.
 
     Outputs of tasks that finished within ``SIBLING_BOUND`` of the last one are
     returned uncommitted (``seq`` None) for the executor to commit with the
@@ -99,72 +114,109 @@ def run_tasks(scope: StepScope, tasks: list[tuple[str, str]]) -> list[TaskResult
     """
     if not tasks:
         return []
-    left = _Countdown(len(tasks))
-    nodes = [scope.flow.nodes[name] for _, name in tasks]
-    if any(n.is_async for n in nodes):
+    left = _Countdown(len(tasks), backlog=_backlog(scope, tasks))
+    if any(scope.flow.nodes[t.node].is_async for t in tasks):
         return run_coroutine(lambda: _gather(scope, left, tasks))
     if len(tasks) == 1:
-        return [_run_sync(scope, left, *tasks[0])]
-    with ThreadPoolExecutor(max_workers=min(len(tasks), 32)) as pool:
-        return list(pool.map(lambda t: _run_sync(scope, left, *t), tasks))
+        return [_run_sync(scope, left, tasks[0])]
+    slots = {name: threading.BoundedSemaphore(n) for name, n in _slots(scope, tasks).items()}
+
+    def bounded(task: Task) -> TaskResult:
+        with slots[task.node]:
+            return _run_sync(scope, left, task)
+
+    workers = sum(min(n, scope.flow.nodes[name].concurrency)
+                  for name, n in _counts(tasks).items())
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"bide-{scope.run_id}"
+                            ) as pool:
+        return list(pool.map(bounded, tasks))
 
 
-async def arun_tasks(scope: StepScope, tasks: list[tuple[str, str]]) -> list[TaskResult]:
+async def arun_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
     """``run_tasks`` on the caller's event loop: async nodes run there, the rest off it."""
     if not tasks:
         return []
-    return await _gather(scope, _Countdown(len(tasks)), tasks)
+    return await _gather(scope, _Countdown(len(tasks), backlog=_backlog(scope, tasks)), tasks)
 
 
-async def _gather(scope: StepScope, left: _Countdown, tasks: list[tuple[str, str]]
-                  ) -> list[TaskResult]:
-    async def one(task: str, name: str) -> TaskResult:
-        if scope.flow.nodes[name].is_async:
-            return await _run_async(scope, left, task, name)
-        return await off_loop(_run_sync, scope, left, task, name)
-
-    return list(await asyncio.gather(*(one(t, n) for t, n in tasks)))
+def _counts(tasks: list[Task]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t.node] = counts.get(t.node, 0) + 1
+    return counts
 
 
-def _run_sync(scope: StepScope, left: _Countdown, task: str, name: str) -> TaskResult:
+def _backlog(scope: StepScope, tasks: list[Task]) -> dict[str, int]:
+    """Per node, how many of its tasks must wait for a slot at first."""
+    return {name: n - scope.flow.nodes[name].concurrency for name, n in _counts(tasks).items()}
+
+
+def _slots(scope: StepScope, tasks: list[Task]) -> dict[str, int]:
+    """How many tasks of each node may run at once (its ``concurrency``)."""
+    return {name: scope.flow.nodes[name].concurrency for name in _counts(tasks)}
+
+
+async def _gather(scope: StepScope, left: _Countdown, tasks: list[Task]) -> list[TaskResult]:
+    slots = {name: asyncio.Semaphore(n) for name, n in _slots(scope, tasks).items()}
+
+    async def one(task: Task) -> TaskResult:
+        async with slots[task.node]:
+            if scope.flow.nodes[task.node].is_async:
+                return await _run_async(scope, left, task)
+            return await off_loop(_run_sync, scope, left, task)
+
+    return list(await asyncio.gather(*(one(t) for t in tasks)))
+
+
+def _state_of(scope: StepScope, task: Task) -> MappingProxyType[str, Any]:
+    """What the node sees as ``state``: its Send's arg, or the run's state."""
+    if task.arg is not None:
+        faults.point("map_task_started")
+        return MappingProxyType(task.arg)
+    return MappingProxyType(scope.state)
+
+
+def _run_sync(scope: StepScope, left: _Countdown, task: Task) -> TaskResult:
+    name = task.node
     node = scope.flow.nodes[name]
     attempt = 0
     while True:
-        ctx = NodeContext(scope, name, task, attempt)
+        ctx = NodeContext(scope, name, task.id, attempt)
         try:
-            update = _closing(ctx, node.fn, MappingProxyType(scope.state), ctx)
-            return _finish(scope, left, task, name, update)
+            update = _closing(ctx, node.fn, scope, task)
+            return _finish(scope, left, task.id, name, update)
         except BaseException as exc:  # noqa: BLE001 - sorted below; pauses are not errors
-            result = _failed(left, task, name, exc, attempt, node.retries)
+            result = _failed(left, task.id, name, exc, attempt, node.retries)
         if result is not None:
             return result
         time.sleep(node.retry_backoff * (2 ** attempt))
         attempt += 1
 
 
-async def _run_async(scope: StepScope, left: _Countdown, task: str, name: str) -> TaskResult:
+async def _run_async(scope: StepScope, left: _Countdown, task: Task) -> TaskResult:
+    name = task.node
     node = scope.flow.nodes[name]
     attempt = 0
     while True:
-        ctx = NodeContext(scope, name, task, attempt)
+        ctx = NodeContext(scope, name, task.id, attempt)
         try:
             try:
-                update = await node.fn(MappingProxyType(scope.state), ctx)
+                update = await node.fn(_state_of(scope, task), ctx)
             finally:
                 ctx.close()
-            return await off_loop(_finish, scope, left, task, name, update)
+            return await off_loop(_finish, scope, left, task.id, name, update)
         except BaseException as exc:  # noqa: BLE001 - sorted below
-            result = _failed(left, task, name, exc, attempt, node.retries)
+            result = _failed(left, task.id, name, exc, attempt, node.retries)
         if result is not None:
             return result
         await asyncio.sleep(node.retry_backoff * (2 ** attempt))
         attempt += 1
 
 
-def _closing(ctx: NodeContext, fn: Any, *args: Any) -> Any:
-    """Call a sync node; its ctx closes when it returns or raises."""
+def _closing(ctx: NodeContext, fn: Any, scope: StepScope, task: Task) -> Any:
+    """Call a sync node; its ctx closes when it (or a fault point before it) returns or raises."""
     try:
-        return fn(*args)
+        return fn(_state_of(scope, task), ctx)
     finally:
         ctx.close()
 

@@ -60,11 +60,28 @@ def _same_fields(old: dict[str, Any]) -> dict[str, Any]:
     return old
 
 
+# A version-2 checkpoint's fields, in its array's order (trailing defaults omitted).
+_CHECKPOINT_V2 = ("run_id", "version", "superstep", "status", "full", "state", "base", "writes",
+                  "deferred", "ops", "committed", "next", "counts", "seen", "waiting",
+                  "scan_from", "flow", "fingerprint", "at")
+
+
+def _no_sends(old: dict[str, Any] | list[Any]) -> dict[str, Any]:
+    """v3 added ``sends`` (a map's tasks); a v2 checkpoint planned none.
+
+    A v2 body is an array (one upgraded from v1 is already a mapping).
+    """
+    if isinstance(old, dict):
+        return old
+    return dict(zip(_CHECKPOINT_V2, old, strict=False))
+
+
 MIGRATIONS: dict[tuple[str, int], Migration] = {
     ("status_changed", 1): _status_changed_v1_to_v2,
     ("intent_prepared", 1): _intent_prepared_v1_to_v2,
     ("intent_completed", 1): _intent_completed_v1_to_v2,
     ("checkpoint", 1): _same_fields,
+    ("checkpoint", 2): _no_sends,
     ("pending_write", 1): _same_fields,
 }
 

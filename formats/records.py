@@ -79,11 +79,15 @@ class Checkpoint(Record, frozen=True, kw_only=True, omit_defaults=True, array_li
 
     Version 2 is the same fields as an array (no field names): one is written
     per superstep, and the names were a third of a small delta's bytes.
+
+    Version 3 adds ``sends``: the map tasks of the superstep to run next,
+    ``[node, arg]`` in the order the routes sent them (after ``next``'s tasks).
+    A bide that predates it must refuse such a checkpoint, not drop its map.
     """
 
     TYPE: ClassVar[str] = "checkpoint"
-    VERSION: ClassVar[int] = 2
-    VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("state", "waiting")
+    VERSION: ClassVar[int] = 3
+    VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("state", "waiting", "sends")
     OP_FIELDS: ClassVar[tuple[str, ...]] = ("deferred", "ops")
     run_id: str
     version: int
@@ -104,6 +108,7 @@ class Checkpoint(Record, frozen=True, kw_only=True, omit_defaults=True, array_li
     flow: str = ""
     fingerprint: str = ""
     at: float = 0.0
+    sends: list[list[Any]] = []
 
 
 class PendingWrite(Record, frozen=True, kw_only=True, omit_defaults=True, array_like=True):

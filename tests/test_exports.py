@@ -108,3 +108,10 @@ def test_issue_14_copy_names_are_public():
     assert issubclass(bide.CopyRefused, bide.StoreError) and issubclass(bide.CopyRefused,
                                                                          bide.Conflict)
     assert callable(bide.Store.restore) and callable(bide.Store.copy_marker)
+
+
+def test_issue_15_send_is_public():
+    """``bide.Send(node, arg)``: a route's map over items known only at run time."""
+    assert "Send" in bide.__all__
+    send = bide.Send("search", {"query": "q"})
+    assert (send.node, dict(send.arg)) == ("search", {"query": "q"})

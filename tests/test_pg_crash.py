@@ -25,6 +25,7 @@ from bide.engine.faults import FAULT_POINTS
 from bide.engine.inbox import drop_decision
 from conftest import APPS, count_lines, run_app
 from test_crash_resume import EXPECTED_TRAIL, FAULTS, HELD, HELD_FAULTS, crash_then_resume
+from test_send_crash import check_world, crash_and_resume
 
 pytest.importorskip("psycopg")
 
@@ -38,11 +39,13 @@ HELD_OUTCOME = (("outcome_held", {}), ("outcome_rides", {}),
                 ("before_outcome_flush", {"SLEEP_AFTER_TOOL": "0.3"}))
 PAUSE_POINTS = ("after_pause_committed", "after_request_file")
 INBOX_POINTS = ("after_file_claimed", "after_decision_recorded")
+# a map's boundaries (map_app: 12 Send tasks, 3 at once), and a tool effect mid-map
+MAP_FAULTS = ("map_planned:1", "map_task_started:7", "after_tool_effect:4")
 # the fan-out's held outputs: its first and last sibling (its other boundaries are in FAULTS)
 HELD_PG = [f for f in HELD_FAULTS if f in ("sibling_output_held:1", "sibling_output_held:3")]
 ALL_POINTS = ({f.split(":")[0] for f in FAULTS + HELD_PG} | set(INTENT_POINTS)
               | {p for p, _ in HELD_OUTCOME} | {"after_lease_acquired"} | set(PAUSE_POINTS)
-              | set(INBOX_POINTS) | {"during_prune"})
+              | set(INBOX_POINTS) | {"during_prune"} | {f.split(":")[0] for f in MAP_FAULTS})
 
 
 def quick_or_slow(faults: list[str]) -> list:
@@ -210,3 +213,12 @@ def test_a_prune_killed_midway_leaves_the_database_whole(pg_url, here):
     assert bide_cli(here, *prune).returncode == 0
     doctor = bide_cli(here, "doctor", "--json", "--home", pg_url)
     assert doctor.returncode == 0 and json.loads(doctor.stdout)["ok"], doctor.stdout
+
+
+# -- a map (map_app): killed mid-map, each item's effect once, the state complete ----------
+@pytest.mark.parametrize("fault", [pytest.param(f, marks=() if f == "map_task_started:7"
+                                                else pytest.mark.slow) for f in MAP_FAULTS])
+def test_killed_mid_map_each_item_happens_once_on_postgres(pg_url, here, fault):
+    point, occurrence = fault.split(":")
+    run = crash_and_resume(here, point, int(occurrence), {}, url=pg_url)
+    check_world(here, run, point)

@@ -394,7 +394,8 @@ class Plan:
     corpus: bool = True
     seed: int = 0
     jobs: int = 2
-    workloads: tuple[str, ...] = ("chain", "fanout", "tools", "approval", "grow", "maintain")
+    workloads: tuple[str, ...] = ("chain", "fanout", "tools", "approval", "grow", "maintain",
+                                  "map")
 
     @classmethod
     def nightly(cls, seed: int = 0) -> Plan:

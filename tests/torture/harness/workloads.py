@@ -27,7 +27,7 @@ from bide.engine.watcher import Watcher
 from bide.formats import PendingWrite
 
 RUN_ID = "r1"
-WORKLOADS = ("chain", "fanout", "tools", "approval", "grow", "maintain")
+WORKLOADS = ("chain", "fanout", "tools", "approval", "grow", "maintain", "map")
 RESULTS: dict[str, Any] = {
     "send_email": "sent to ops@example.com",
     "create_ticket": {"ticket": "T-1"},
@@ -41,6 +41,7 @@ NON_IDEMPOTENT = ("send_email", "git_push", "charge")  # no reconciler: a human 
 IDEMPOTENT = ("create_ticket", "notify")
 RECONCILED = ("git_apply", "ship")
 LONG_STEPS = 12
+MAP_ITEMS = 4  # the map workload's Send tasks (2 at once)
 BLOB = 40_000
 
 
@@ -87,15 +88,16 @@ def build_flow(workload: str, world: World) -> bide.Flow:
     flow = bide.Flow(f"torture-{workload}")
     flow.reducer("trail", bide.append)
 
-    def node(name: str, body: Any = None, *, start: bool = False, after: tuple = ()) -> None:
+    def node(name: str, body: Any = None, *, start: bool = False, after: tuple = (),
+             concurrency: int = 8) -> None:
         def fn(state: Any, ctx: Any) -> Any:
-            world.log(f"node:{name}@{ctx.superstep}")
+            world.log(f"node:{task_label(name, ctx.task_id)}@{ctx.superstep}")
             out = {"trail": [name]}
             if body is not None:
                 out.update(body(state, ctx))
             return out
 
-        flow.node(fn, name=name, start=start, after=after)
+        flow.node(fn, name=name, start=start, after=after, concurrency=concurrency)
 
     if workload in ("chain", "maintain", "grow"):
         blob = (lambda s, c: {f"blob_{c.node}_{c.superstep}": "x" * BLOB}) \
@@ -136,6 +138,20 @@ def build_flow(workload: str, world: World) -> bide.Flow:
             return {"applied": ctx.tool(tools["git_push"], state["patch"])}
 
         node("apply_patch", apply, after=("search_logs", "prepare_patch"))
+    elif workload == "map":  # plan -> one Send task per item (2 at once) -> gather
+        def item(state: Any, ctx: Any) -> Any:
+            i = state["item"]
+            out = {"shipped": [ctx.tool(tools["ship"], i)], "told": [ctx.tool(tools["notify"], i)]}
+            if i == 0:  # a non-idempotent call in a Send task: an unknown outcome asks a human
+                out["charged"] = ctx.tool(tools["charge"], i)
+            return out
+
+        node("plan", lambda s, c: {"items": list(range(MAP_ITEMS))}, start=True)
+        node("item", item, concurrency=2)
+        node("gather", lambda s, c: {"count": len(s["shipped"])}, after=("item",))
+        flow.route("plan", lambda s: [bide.Send("item", {"item": i}) for i in s["items"]])
+        flow.reducer("shipped", bide.append)
+        flow.reducer("told", bide.append)
     elif workload == "long":
         def step(state: Any, ctx: Any) -> Any:
             i = state.get("i", 0)
@@ -149,6 +165,14 @@ def build_flow(workload: str, world: World) -> bide.Flow:
     else:
         raise ValueError(f"unknown workload {workload!r}")
     return flow
+
+
+def task_label(node: str, task: str) -> str:
+    """A Send task's items are told apart in the world's counter: ``item[2]``."""
+    return f"{node}[{task.rpartition(':')[2]}]" if node in SENT else node
+
+
+SENT = ("item",)  # the nodes that run only as Send tasks (the map workload's)
 
 
 def open_engine(home: Path, workload: str, durability: str) -> bide.Engine:
@@ -259,7 +283,7 @@ def facts(home: Path, workload: str, durability: str) -> dict[str, Any]:
                 if rtype == "pending_write":
                     w = r.record(seq)
                     assert isinstance(w, PendingWrite)
-                    out["committed"].append(f"node:{w.node}@{w.superstep}")
+                    out["committed"].append(f"node:{task_label(w.node, w.task)}@{w.superstep}")
             out["unknown"] = [i.tool for i in r.intents(RUN_ID)
                               if i.status in ("prepared", "unknown")]
     return out

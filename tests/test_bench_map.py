@@ -1,0 +1,23 @@
+"""``bide bench map``: the map workload's rows are produced, against a chain in the same run."""
+
+from __future__ import annotations
+
+import json
+
+from bide.bench.command import bench
+from click.testing import CliRunner
+
+
+def test_bench_map_quick_prints_each_row_with_its_ratios(tmp_path):
+    out = tmp_path / "map.json"
+    result = CliRunner().invoke(bench, ["map", "--quick", "--json", str(out),
+                                        "--home", str(tmp_path / "homes")])
+    assert result.exit_code == 0, result.output
+    assert "Map of N items (bide.Send, 8 at once) against a chain of N steps" in result.output
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["items"], r["durability"]) for r in rows] == [(20, "durable"), (20, "fast"),
+                                                             (20, "durable")]
+    for r in rows:
+        assert r["map"]["bytes_per_item"] > 0 and r["chain"]["bytes_per_item"] > 0
+        assert r["time_ratio"] > 0 and r["bytes_ratio"] > 0
+        assert r["bytes_ratio"] < 2  # each item's output is stored once, as in a chain
