@@ -4,7 +4,8 @@ Every node execution and every effect is one line in $BIDE_TEST_EFFECTS (outside
 the store). Run as a worker: ``ask_app.py HOME ACTION [ARGS]`` with ACTION one of
 ``start RUN``, ``resume RUN``, ``answer RUN VALUE_JSON`` (records the answer to
 what the run waits for), ``inbox`` (processes the inbox once, as a watcher does).
-HOME is a directory or a postgresql:// URL. Prints the run (or the files) as JSON.
+HOME is a directory or a postgresql:// URL (its local directory: $ASK_APP_LOCAL).
+Prints the run (or the files) as JSON.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ def effect(line: str) -> None:
         record_effect(path, line)
 
 
-@bide.tool
+def brewed(idempotency_key: str, item: str, cups: int) -> bide.Outcome:
+    """Did a brew happen before the worker died? The effects file knows."""
+    path = os.environ.get("BIDE_TEST_EFFECTS")
+    done = bool(path) and os.path.exists(path) and \
+        f"brew {item} x{cups}" in open(path).read().splitlines()
+    return bide.Outcome.done(f"{cups} {item}") if done else bide.Outcome.not_done()
+
+
+@bide.tool(reconcile=brewed)
 def brew(item: str, cups: int, *, idempotency_key: str) -> str:
     effect(f"brew {item} x{cups}")
     return f"{cups} {item}"
@@ -53,7 +62,8 @@ def take_order(state, ctx):
 
 
 def main(home: str, action: str, *args: str) -> None:
-    with bide.open(home, durability="fast") as engine:
+    local = os.environ.get("ASK_APP_LOCAL") if home.startswith("postgresql://") else None
+    with bide.open(home, durability="fast", local=local) as engine:
         engine.register(flow)
         if action == "inbox":
             from bide.engine.inbox import Inbox
@@ -65,8 +75,9 @@ def main(home: str, action: str, *args: str) -> None:
         run_id = args[0]
         if action == "start":
             run = engine.start("barista", run_id=run_id)
-        elif action == "resume":
-            run = engine.resume(run_id)
+        elif action == "resume":  # a run a killed worker finished is shown as it is
+            run = engine.get(run_id)
+            run = run if run.status == bide.Status.DONE else engine.resume(run_id)
         else:
             engine.answer(engine.get(run_id).waiting["approval_id"], json.loads(args[1]),
                           by="ann")
