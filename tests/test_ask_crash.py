@@ -17,7 +17,8 @@ from typing import Any
 
 import bide
 import pytest
-from conftest import count_lines, run_app
+from bide.bench.crashkit import run_worker
+from conftest import APPS, count_lines, run_app
 
 ORDER = {"item": "tea", "cups": 2}
 
@@ -116,3 +117,29 @@ def test_a_watcher_killed_after_recording_an_answer_file_records_it_once(world):
     with w.engine() as eng:
         assert eng.stats()["records"]["approval_decided"]["count"] == 1
     answered_once(w)
+
+
+def test_bide_watch_takes_an_answer_file_and_resumes_the_run(world):
+    """The whole loop with a real watcher process: ask, answer file, resume, ask again."""
+    w = world
+    assert worker(w, "start", "r-1")["status"] == "WAITING_INPUT"
+    with w.engine() as eng:
+        aid = eng.pending()[0]["approval_id"]
+        inbox = eng.doors.inbox
+    code, out = cli_answer(w, aid, json.dumps(ORDER))
+    assert code == 0, out
+    env = {"PYTHONPATH": str(APPS), "BIDE_TEST_EFFECTS": str(w.effects)}
+    local = ["--inbox", str(inbox)] if w.home.startswith("postgresql://") else []
+    proc = run_worker("-m", "bide.cli", "watch", "--once", "--home", w.home, *local,
+                      "--app", "ask_app:flow", env=env)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    with w.engine() as eng:
+        run = eng.get("r-1")
+        assert run.status == bide.Status.WAITING_INPUT and run.waiting["question"] == "for whom?"
+    assert count_lines(w.effects)["answered tea x2"] == 1
+
+
+def cli_answer(w: World, aid: str, value: str) -> tuple[int, str]:
+    """``bide answer`` as a person types it, in its own process."""
+    proc = run_worker("-m", "bide.cli", "answer", aid, value, "--home", w.home)
+    return proc.returncode, proc.stderr + proc.stdout
