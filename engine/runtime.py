@@ -433,8 +433,10 @@ class Engine(Surface):
         """``answer`` without blocking the event loop."""
         return await off_loop(self.answer, approval_id, value, by=by, reason=reason)
 
-    def check_decision(self, approval_id: str, decision: Decision | str) -> dict[str, Any]:
-        """Check, without writing anything, that ``decision`` can be recorded now.
+    def check_decision(self, approval_id: str, decision: Decision | str, *,
+                       value: Any = None) -> dict[str, Any]:
+        """Check, without writing anything, that ``decision`` can be recorded now
+        (``value``: an answer's, checked against the question's schema).
 
         Returns:
             The request (as in ``pending()``), to bind a decision file to it.
@@ -445,7 +447,7 @@ class Engine(Surface):
                 already decided (says what and by whom), or it expired.
         """
         with self.store.reader() as r:
-            req = undecided(r, approval_id, decision, now=self.clock())
+            req = undecided(r, approval_id, decision, now=self.clock(), value=value)
         return pending_row(req)
 
     def pending(self) -> list[dict[str, Any]]:

@@ -445,3 +445,25 @@ def test_bide_answer_records_in_the_database_on_a_postgresql_home(pg_url, home, 
     code, out = cli("pending", "--home", pg_url, "--json")
     assert code == 0 and json.loads(out)[0]["question"] == "for whom?"
 
+
+
+def test_bide_answer_signs_the_value_for_a_home_that_requires_signatures(home, tmp_path):
+    key_file = tmp_path / "key"
+    key_file.write_bytes(b"k3y\n")
+    with bide.open(home, durability="fast", approval_key=b"k3y") as eng:
+        eng.register(ask_app.flow)
+        aid = start(eng)
+        assert eng.check_decision(aid, "answer", value={"item": "tea", "cups": 1})["run_id"] \
+            == "r-1"
+    code, out = cli("answer", aid, '{"item": "tea", "cups": 1}', "--home", str(home))
+    assert code == EXIT_USAGE and "requires signed decisions" in out
+    code, out = cli("answer", aid, '{"item": "tea", "cups": 1}', "--key-file", str(key_file),
+                    "--home", str(home))
+    assert code == 0, out
+    code, out = cli("runs", "--home", str(home))
+    assert code == 0 and f"answer {aid} (take_order): what to brew?" in out
+    with bide.open(home, durability="fast", approval_key=b"k3y") as eng:
+        eng.register(ask_app.flow)
+        (result,) = Inbox(eng).process()
+        assert result.accepted, result.reason
+        assert eng.resume("r-1").waiting["question"] == "for whom?"
