@@ -618,9 +618,11 @@ def pending(home: Path, as_json: bool) -> None:
 @click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
               show_default=True, help="The bide home directory, or a postgresql:// URL.")
 @click.option("--reject", is_flag=True, help="Reject instead of approve.")
-@click.option("--decision", type=click.Choice([d.value for d in Decision]),
+@click.option("--decision", type=click.Choice([d.value for d in Decision
+                                               if d != Decision.ANSWER]),
               help="Any allowed decision: approve/reject for an approval, "
-                   "mark_done/retry/abort for a reconciliation.")
+                   "mark_done/retry/abort for a reconciliation (a question: bide answer, "
+                   "or --reject to decline it).")
 @click.option("--by", help="Who decides (recorded).")
 @click.option("--reason", help="Why (recorded).")
 @click.option("--result", help="JSON result for mark_done (what the node receives).")

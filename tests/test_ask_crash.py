@@ -79,6 +79,15 @@ def test_killed_after_the_pause_commit_the_question_waits_in_the_store(world):
     with w.engine() as eng:
         (row,) = eng.pending()  # the request file may be missing; the record is not
         assert row["question"] == "what to brew?" and eng.get("r-1").status == "WAITING_INPUT"
+        request = eng.doors.requests / f"{row['approval_id']}.json"
+        assert not request.exists()
+    watch = run_worker("-m", "bide.cli", "watch", "--once", "--home", w.home,
+                       *local_doors(w), "--app", "ask_app:flow",
+                       env={"PYTHONPATH": str(APPS), "BIDE_TEST_EFFECTS": str(w.effects)})
+    assert watch.returncode == 0, watch.stderr  # a starting watcher writes it again
+    body = json.loads(request.read_text())
+    assert body["schema"] == row["schema"] and body["answer_file"]["value"] == {
+        "item": "coffee", "cups": 0}
     worker(w, "answer", "r-1", json.dumps(ORDER))
     answered_once(w)
 
@@ -129,8 +138,8 @@ def test_bide_watch_takes_an_answer_file_and_resumes_the_run(world):
     code, out = cli_answer(w, aid, json.dumps(ORDER))
     assert code == 0, out
     env = {"PYTHONPATH": str(APPS), "BIDE_TEST_EFFECTS": str(w.effects)}
-    local = ["--inbox", str(inbox)] if w.home.startswith("postgresql://") else []
-    proc = run_worker("-m", "bide.cli", "watch", "--once", "--home", w.home, *local,
+    assert inbox == w.local / "inbox"
+    proc = run_worker("-m", "bide.cli", "watch", "--once", "--home", w.home, *local_doors(w),
                       "--app", "ask_app:flow", env=env)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     with w.engine() as eng:
@@ -143,3 +152,10 @@ def cli_answer(w: World, aid: str, value: str) -> tuple[int, str]:
     """``bide answer`` as a person types it, in its own process."""
     proc = run_worker("-m", "bide.cli", "answer", aid, value, "--home", w.home)
     return proc.returncode, proc.stderr + proc.stdout
+
+
+def local_doors(w: World) -> list[str]:
+    """A watcher on a PostgreSQL home serves this test's local inbox and requests."""
+    if not w.home.startswith("postgresql://"):
+        return []
+    return ["--inbox", str(w.local / "inbox"), "--requests", str(w.local / "requests")]
