@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import decimal
 import json
 import sys
 import time
+import uuid
 from typing import Literal, TypedDict
 
 import bide
@@ -254,6 +257,10 @@ SCHEMAS = [  # (type, values it takes, values it refuses with this in the reason
                                       ([], "expected object")]),
     (int | None, [None, 4], [("4", "matches none of the allowed forms")]),
     (int | str, [1, "one"], [(1.5, "matches none of the allowed forms")]),
+    (uuid.UUID, ["6b2c1f3e-8a9d-4c5e-b1f2-0a1b2c3d4e5f"], [("6b2c", "is not a valid UUID")]),
+    (datetime.date, ["2026-12-01"], [("2026-13-01", "is not a valid date")]),
+    (decimal.Decimal, ["12.50"], [("twelve", "is not a valid Decimal")]),
+    (bytes, ["aGk="], [("not base64!", "is not a valid bytes")]),
     (Box, [{"owner": {"name": "ann"}, "corner": {"x": 0, "y": 0},
             "tags": [{"type": "Tag", "label": "a"}]}],
      [({"owner": {"name": "ann"}, "corner": {"x": 0, "y": 0}, "tags": [{"label": "a"}]},
@@ -469,3 +476,18 @@ def test_bide_answer_signs_the_value_for_a_home_that_requires_signatures(home, t
         (result,) = Inbox(eng).process()
         assert result.accepted, result.reason
         assert eng.resume("r-1").waiting["question"] == "for whom?"
+
+
+def test_an_answer_the_schema_cannot_check_fully_fails_the_node_clearly(any_engine):
+    """msgspec's schema for a datetime is a plain string: checked as one when recorded,
+    a malformed one raises InvalidAnswer where the node converts it."""
+    eng = any_engine
+    flow = bide.Flow("when")
+    flow.node(lambda s, ctx: {"at": str(ctx.ask("when?", schema=datetime.datetime))},
+              name="when", start=True)
+    eng.register(flow)
+    aid = eng.start("when", run_id="w-1").waiting["approval_id"]
+    eng.answer(aid, "tomorrow-ish")
+    run = eng.resume("w-1")
+    assert run.status == bide.Status.FAILED and "InvalidAnswer" in run.error
+    assert "Invalid RFC3339 encoded datetime" in run.error
