@@ -24,6 +24,8 @@ from bide.engine.inbox import Inbox, drop_decision, sign
 from bide.engine.value_schema import example, problem, schema_of
 from click.testing import CliRunner
 from conftest import APPS, count_lines
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(APPS))
 import ask_app  # noqa: E402
@@ -491,3 +493,38 @@ def test_an_answer_the_schema_cannot_check_fully_fails_the_node_clearly(any_engi
     run = eng.resume("w-1")
     assert run.status == bide.Status.FAILED and "InvalidAnswer" in run.error
     assert "Invalid RFC3339 encoded datetime" in run.error
+
+
+# -- the checker agrees with msgspec (hypothesis) -----------------------------------------
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-2 ** 63, 2 ** 63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
+    | st.sampled_from(["low", "high", "Tag", "ann", "2026-01-31", "12.5"]),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.sampled_from(["x", "y", "name", "age", "type", "label", "owner",
+                                       "corner", "tags", "note", "z"]), inner, max_size=5),
+    max_leaves=12)
+AGREE = [str, int, float, bool, Literal["low", "high"], Point, Person, list[int],
+         dict[str, int], int | None, int | str, list[Point], Box, datetime.date,
+         decimal.Decimal]
+
+
+@pytest.mark.parametrize("tp", AGREE, ids=[repr(t) for t in AGREE])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=JSON)
+def test_a_value_the_checker_takes_is_one_msgspec_converts_and_back(tp, value):
+    """What bide records, the node can convert; what the node could convert, bide records,
+    but where msgspec's schema is stricter than its convert: a Struct's tag (required by
+    the schema, filled in by convert) and a Decimal given as a JSON number."""
+    schema = schema_of(tp)
+    try:
+        msgspec.convert(value, tp)
+        converts = True
+    except msgspec.ValidationError:
+        converts = False
+    found = problem(value, schema)
+    if found is None:
+        assert converts, value
+    elif converts:
+        assert "'type' is required" in found or (
+            tp is decimal.Decimal and isinstance(value, (int, float))), found
