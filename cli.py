@@ -203,7 +203,8 @@ def _show_text(d: dict[str, Any], now: float) -> str:
     waiting = d["waiting"]
     waiting_text = "-" if not waiting else (
         f"{waiting.get('type')} {waiting.get('approval_id', '')} in node "
-        f"{waiting.get('item') or waiting.get('node_id')}")  # a Send task: search[3]
+        f"{waiting.get('item') or waiting.get('node_id')}"  # a Send task: search[3]
+        + (f": {waiting['question']}" if waiting.get("question") else ""))
     pending = "\n".join(f"{node}: {text}" for node, text in d["pending_writes"].items())
     return fields([
         ("run", d["run_id"]),
@@ -602,13 +603,15 @@ def _stats_text(d: dict[str, Any]) -> str:
 @main.command()
 @common_options
 def pending(home: Path, as_json: bool) -> None:
-    """Decisions waiting: approvals and reconciliations nobody has decided yet."""
+    """Decisions waiting: approvals, questions (kind input: answer them with `bide
+    answer`) and reconciliations nobody has decided yet."""
     rows = _engine(home).pending()
     now = time.time()
     _out(as_json, rows, lambda: table(
-        ["approval", "run", "kind", "node", "action", "asked"],
+        ["approval", "run", "kind", "node", "action", "asked", "expires"],
         [[r["approval_id"], r["run_id"], r["kind"], r["node"], clip(r["action"], 30),
-          ago(r["requested_at"], now)] for r in rows]) if rows else "nothing waits")
+          ago(r["requested_at"], now), ago(r["expires_at"], now) if r["expires_at"] else
+          "never"] for r in rows]) if rows else "nothing waits")
 
 
 @main.command()
@@ -616,9 +619,11 @@ def pending(home: Path, as_json: bool) -> None:
 @click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
               show_default=True, help="The bide home directory, or a postgresql:// URL.")
 @click.option("--reject", is_flag=True, help="Reject instead of approve.")
-@click.option("--decision", type=click.Choice([d.value for d in Decision]),
+@click.option("--decision", type=click.Choice([d.value for d in Decision
+                                               if d != Decision.ANSWER]),
               help="Any allowed decision: approve/reject for an approval, "
-                   "mark_done/retry/abort for a reconciliation.")
+                   "mark_done/retry/abort for a reconciliation (a question: bide answer, "
+                   "or --reject to decline it).")
 @click.option("--by", help="Who decides (recorded).")
 @click.option("--reason", help="Why (recorded).")
 @click.option("--result", help="JSON result for mark_done (what the node receives).")
@@ -662,6 +667,48 @@ def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by
                    f"{Path(done['file']).name}", err=True)
     else:
         click.echo(f"{chosen} for {approval_id} recorded in {done['home']}: a watcher "
+                   f"resumes run {done['run_id']}", err=True)
+
+
+@main.command()
+@click.argument("approval_id", metavar="QUESTION")
+@click.argument("value_json", metavar="VALUE_JSON")
+@click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
+              show_default=True, help="The bide home directory, or a postgresql:// URL.")
+@click.option("--by", help="Who answers (recorded).")
+@click.option("--reason", help="Why (recorded).")
+@click.option("--approval-key-file", "--key-file", "key_file",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Sign the answer with this HMAC key (needed when the home requires "
+                   "signed decisions).")
+@click.option("--inbox", type=click.Path(file_okay=False, path_type=Path),
+              help="Drop the answer file into this directory (the one a watcher serves "
+                   "with --inbox).")
+def answer(approval_id: str, value_json: str, home: Path, by: str | None, reason: str | None,
+           key_file: Path | None, inbox: Path | None) -> None:
+    """Answer a question a run asked (ctx.ask) with a JSON value: an answer file dropped
+    into the inbox, or, on a postgresql:// home, recorded in the database at once.
+
+    The value is checked against the question's schema first (no --app needed: the
+    question stores it as JSON Schema); one that does not match is refused with the
+    reason and nothing is written. To decline a question: bide approve ID --reject.
+    """
+    value = _json_arg(value_json)
+    eng = open_home(home, create=False, inbox=inbox)
+    click.get_current_context().call_on_close(eng.close)
+    key = read_approval_key(key_file) if key_file else None
+    how: dict[str, Any] = {"by": by or os.environ.get("USER"), "reason": reason,
+                           "result": value, "key": key}
+    try:
+        done = eng.deliver_decision(approval_id, Decision.ANSWER, **how) if inbox is None \
+            else {"file": str(eng.drop_decision(approval_id, Decision.ANSWER, **how))}
+    except (ApprovalKeyError, DecisionNotAllowed) as exc:
+        raise click.UsageError(str(exc)) from None
+    if done["file"] is not None:
+        click.echo(f"answer for {approval_id} dropped into the inbox: "
+                   f"{Path(done['file']).name}", err=True)
+    else:
+        click.echo(f"answer for {approval_id} recorded in {done['home']}: a watcher "
                    f"resumes run {done['run_id']}", err=True)
 
 

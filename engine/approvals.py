@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from ..formats import ApprovalDecided, ApprovalRequested, digest_bytes, pack
-from .errors import DecisionNotAllowed, DecisionRefused, UnknownApproval
+from . import value_schema
+from .errors import DecisionNotAllowed, DecisionRefused, InvalidAnswer, UnknownApproval
 from .index import ApprovalState
 from .permissions import private_dir
 from .render import to_json
 from .run_view import expired
 from .store import Reader
-from .vocabulary import APPROVAL_DECISIONS
+from .vocabulary import APPROVAL_DECISIONS, Decision, Waiting
 
 
 def approval_id(run_id: str, task: str, index: int, kind: str = "approve") -> str:
@@ -32,6 +33,11 @@ def digest_of(action: str, payload: Any) -> str:
     return "sha256:" + hashlib.sha256(digest_bytes([action, payload])).hexdigest()
 
 
+def question_digest(question: str, payload: Any, schema: dict[str, Any] | None) -> str:
+    """What an answer binds to: the question, its payload and the schema of its answer."""
+    return digest_of(question, {"payload": payload, "schema": schema})
+
+
 def same_request(stored: str, action: str, payload: Any) -> bool:
     """Does a stored request digest match this ask? Also accepts the digest an older
     bide made (sets hashed in iteration order), so its pending requests still match."""
@@ -40,8 +46,12 @@ def same_request(stored: str, action: str, payload: Any) -> bool:
 
 
 def decision_file(req: ApprovalRequested | ApprovalState, decision: str) -> dict[str, Any]:
-    return {"approval_id": req.approval_id, "decision": decision, "by": "YOUR NAME",
+    body = {"approval_id": req.approval_id, "decision": decision, "by": "YOUR NAME",
             "reason": "why", "run_id": req.run_id, "digest": req.digest}
+    if decision == Decision.ANSWER:  # a value of the schema's shape, to fill in
+        del body["reason"]
+        body["value"] = value_schema.example(req.schema)
+    return body
 
 
 @dataclass(frozen=True)
@@ -79,7 +89,11 @@ class Doors:
 
 
 def approve_command(home: Path | str, req: ApprovalRequested) -> str:
-    """The ``bide approve`` line that decides this request (its own decisions, not approve)."""
+    """The ``bide approve`` line that decides this request (its own decisions, not approve);
+    ``bide answer`` for a question."""
+    if req.kind == Waiting.INPUT:
+        return (f"bide answer {req.approval_id} 'VALUE_JSON' --home {shlex.quote(str(home))} "
+                f"(or bide approve {req.approval_id} --reject, to decline)")
     if list(req.allowed) == list(APPROVAL_DECISIONS):
         return f"bide approve {req.approval_id} [--reject] --home {shlex.quote(str(home))}"
     return (f"bide approve {req.approval_id} --decision {'|'.join(req.allowed)} "
@@ -110,6 +124,9 @@ def write_request_file(doors: Doors, req: ApprovalRequested) -> Path | None:
         ),
         "decision_files": [decision_file(req, d) for d in req.allowed],
     }
+    if req.kind == Waiting.INPUT:
+        body.update(question=req.action, schema=req.schema,
+                    answer_file=decision_file(req, Decision.ANSWER))
     return atomic_write_json(doors.requests / f"{req.approval_id}.json", body)
 
 
@@ -119,7 +136,8 @@ def request_of(state: ApprovalState) -> ApprovalRequested:
         run_id=state.run_id, approval_id=state.approval_id, kind=state.kind, node=state.node,
         task=state.task, action=state.action, payload=state.payload, digest=state.digest,
         state_version=state.state_version, allowed=state.allowed, tool=state.tool,
-        intent=state.intent, requested_at=state.requested_at, expires_at=state.expires_at)
+        intent=state.intent, requested_at=state.requested_at, expires_at=state.expires_at,
+        schema=state.schema)
 
 
 def write_missing_requests(doors: Doors, approvals: Iterable[ApprovalState],
@@ -162,21 +180,26 @@ def atomic_write_json(path: Path, body: Any) -> Path:
 
 def check_decision(
     reader: Reader, approval_id: str, decision: str, *, now: float,
-    run_id: str | None = None, digest: str | None = None,
+    run_id: str | None = None, digest: str | None = None, value: Any = None,
 ) -> tuple[ApprovalState, bool]:
     """Check a decision against its request inside the committing transaction.
+
+    ``value``: an answer's value, checked against the question's schema (every door
+    that records an answer comes through here, so none records one that does not fit).
 
     Returns:
         The request, and True if this exact decision was already recorded (a no-op).
 
     Raises:
-        UnknownApproval, DecisionRefused: with the reason.
+        UnknownApproval, DecisionRefused (InvalidAnswer among them): with the reason.
     """
     req = reader.approval(approval_id)
     if req is None:
         raise UnknownApproval(approval_id)
     if decision not in req.allowed:
         raise DecisionNotAllowed(approval_id, req.kind, decision, list(req.allowed))
+    if decision == Decision.ANSWER and (why := value_schema.problem(value, req.schema)):
+        raise InvalidAnswer(approval_id, why)
     if run_id is not None and run_id != req.run_id:
         raise DecisionRefused(approval_id, f"run_id {run_id!r} does not match the request's "
                               f"run {req.run_id!r}")
@@ -184,7 +207,7 @@ def check_decision(
         raise DecisionRefused(approval_id, "digest does not match the request (the action or "
                               "payload it approves is not the one waiting)")
     if req.decision is not None:
-        if req.decision == decision:
+        if req.decision == decision and (decision != Decision.ANSWER or req.result == value):
             return req, True
         raise DecisionRefused(approval_id, f"already decided {req.decision!r} by "
                               f"{req.by or 'someone'}")
@@ -194,11 +217,12 @@ def check_decision(
 
 
 def undecided(r: Reader, approval_id: str, decision: str, *, now: float,
-              run_id: str | None = None, digest: str | None = None) -> ApprovalState:
+              run_id: str | None = None, digest: str | None = None,
+              value: Any = None) -> ApprovalState:
     """``check_decision``, with a decision already recorded refused too: whoever asks
     to decide again learns it was decided, and by whom."""
     req, again = check_decision(r, approval_id, decision, now=now, run_id=run_id,
-                                digest=digest)
+                                digest=digest, value=value)
     if again:
         raise DecisionRefused(approval_id, f"already decided {req.decision!r} by "
                               f"{req.by or 'someone'}")

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from ..formats import (
     ApprovalRequested,
     IntentCompleted,
@@ -24,13 +26,16 @@ from ..formats import (
 )
 from ..formats.errors import NotSerializable
 from ..formats.records import compact_digest, idempotency_key
-from . import faults
-from .approvals import approval_id, decided, digest_of, same_request
+from . import faults, value_schema
+from .approvals import approval_id, decided, digest_of, question_digest, same_request
 from .errors import (
     ContextClosed,
+    InvalidAnswer,
     Nondeterminism,
     NotATool,
     Paused,
+    QuestionExpired,
+    QuestionRejected,
     ReconciliationAborted,
     ToolFailed,
     ToolNeedsAwait,
@@ -40,7 +45,14 @@ from .offload import off_loop, on_loop
 from .run_view import expired
 from .step import StepScope
 from .tools import Outcome, Tool
-from .vocabulary import APPROVAL_DECISIONS, RECONCILE_DECISIONS, Decision, IntentStatus
+from .vocabulary import (
+    APPROVAL_DECISIONS,
+    INPUT_DECISIONS,
+    RECONCILE_DECISIONS,
+    Decision,
+    IntentStatus,
+    Waiting,
+)
 
 
 class NodeContext:
@@ -100,6 +112,66 @@ class NodeContext:
             raise Paused(waiting, [])
         return req.decision == Decision.APPROVE
 
+    # -- questions ---------------------------------------------------------
+    def ask(self, question: str, *, schema: Any = None, payload: Any = None,
+            expires_in: float | None = None) -> Any:
+        """Ask a person for a value. Pauses the run (``WAITING_INPUT``) the first time;
+        once answered, the node runs again and this returns the answer converted to
+        ``schema`` (any type msgspec converts; None: any JSON value).
+
+        Asks and approvals of one node are numbered in call order, so each call keeps
+        its id when the node runs again.
+
+        Raises:
+            QuestionRejected: a person declined to answer (``bide approve ID --reject``).
+            QuestionExpired: ``expires_in`` seconds passed with no answer.
+            InvalidAnswer: the recorded answer does not convert to ``schema`` (it was
+                checked against the schema's JSON Schema when recorded).
+        """
+        self._check_open("ask")
+        index = self._asks
+        self._asks += 1
+        aid = approval_id(self.run_id, self.task_id, index, kind="ask")
+        json_schema = value_schema.schema_of(schema)
+        req = self._asked(question, payload, json_schema, expires_in, aid)
+        if req.decision == Decision.ANSWER:
+            return req.result if schema is None else _convert(aid, req.result, schema)
+        if req.by == "bide" and req.reason == "expired":
+            raise QuestionExpired(aid, question)
+        raise QuestionRejected(aid, question, by=req.by, reason=req.reason)
+
+    def _asked(self, question: str, payload: Any, json_schema: dict[str, Any] | None,
+               expires_in: float | None, aid: str) -> Any:
+        """The question's decided request; pauses the run while there is none."""
+        scope = self._scope
+        check_serializable(payload, f"the payload of question {question!r} in node "
+                                    f"{self.node!r}")
+        digest = question_digest(question, payload, json_schema)
+        with scope.reader() as r:
+            req = r.approval(aid)
+        waiting = {"type": Waiting.INPUT.value, "node_id": self.node, "approval_id": aid,
+                   "question": question}
+        if req is None:
+            now = scope.clock()
+            raise Paused(waiting, [ApprovalRequested(
+                run_id=self.run_id, approval_id=aid, kind=Waiting.INPUT.value, node=self.node,
+                task=self.task_id, action=question, payload=payload, digest=digest,
+                state_version=scope.version, allowed=list(INPUT_DECISIONS), requested_at=now,
+                expires_at=None if expires_in is None else now + expires_in,
+                schema=json_schema,
+            )])
+        if req.digest != digest:
+            raise Nondeterminism(self.node, self._asks - 1, f"question {req.action!r} "
+                                 f"({req.digest[:19]})", f"question {question!r} ({digest[:19]})")
+        if req.decision is None:
+            if not expired(req, scope.clock()):
+                raise Paused(waiting, [])
+            scope.commit([decided(req, Decision.REJECT, by="bide", reason="expired",
+                                  at=scope.clock())], task=self.task_id)
+            with scope.reader() as r:
+                req = r.approval(aid)
+        return req
+
     # -- tools -------------------------------------------------------------
     def tool(self, t: Tool[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Call a declared tool through the intent log; returns its (recorded) result.
@@ -144,6 +216,15 @@ class NodeContext:
 
     def intent_key(self, index: int) -> str:
         return f"{self.task_id}#{index}"
+
+
+def _convert(aid: str, value: Any, schema: Any) -> Any:
+    """The recorded answer as the node's type (checked against its JSON Schema when it
+    was recorded; this catches what JSON Schema cannot say, e.g. a date's format)."""
+    try:
+        return msgspec.convert(value, schema)
+    except msgspec.ValidationError as exc:
+        raise InvalidAnswer(aid, str(exc)) from None
 
 
 def args_digest(tool: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

@@ -6,6 +6,9 @@ only by the watcher of that host, if any. A directory home takes it as a file
 dropped into its inbox, the door people and programs use, so a watcher (or any
 process that serves the inbox) records it with every file rule.
 
+An answer (``bide answer``) travels the same ways, its value as the decision's
+result (the file's ``value``) and checked against the question's schema.
+
 Either way the decision is checked first, by the same rules a decision file
 meets at the watcher: the home's key when it requires signed decisions, and
 that the request exists, takes this decision, matches the run and digest given,
@@ -20,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 from ..formats import check_serializable
 from . import signing
 from .approvals import decided, undecided
-from .inbox import drop_decision
+from .inbox import NO_VALUE, drop_decision
 from .index import ApprovalState
 from .store import Reader
+from .vocabulary import Decision
 
 if TYPE_CHECKING:
     from .runtime import Engine
@@ -54,7 +58,7 @@ def record(engine: Engine, approval_id: str, decision: str, *, by: str | None = 
     def build(r: Reader) -> list[Any]:
         found.clear()  # a commit may build again (a conflict retried)
         found.append(undecided(r, approval_id, decision, now=now, run_id=run_id,
-                               digest=digest))
+                               digest=digest, value=result))
         return [decided(found[0], decision, by=by, reason=reason, result=result, at=now)]
 
     engine.store.commit(build)
@@ -72,8 +76,10 @@ def drop(engine: Engine, approval_id: str, decision: str, *, by: str | None = No
     """
     signing.check(signing.marker(engine.home, engine.store), key)
     with engine.store.reader() as r:
-        req = undecided(r, approval_id, decision, now=engine.clock())
+        req = undecided(r, approval_id, decision, now=engine.clock(), value=result)
+    answer = decision == Decision.ANSWER  # its value goes in the file's "value" field
     path = drop_decision(engine.home, approval_id, decision, by=by, reason=reason,
-                         run_id=req.run_id, digest=req.digest, result=result, key=key,
+                         run_id=req.run_id, digest=req.digest, key=key,
+                         result=None if answer else result, value=result if answer else NO_VALUE,
                          inbox=engine.doors.inbox)
     return path, req

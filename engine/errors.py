@@ -46,8 +46,11 @@
     └── ApprovalError
         ├── UnknownApproval                                                   (NotFound)
         ├── DecisionRefused        the decision does not fit the request      (Conflict)
-        │   └── DecisionNotAllowed  a decision this kind of request does not take
-        └── ApprovalKeyError       the home requires signed decisions; the key is missing or wrong
+        │   ├── DecisionNotAllowed  a decision this kind of request does not take
+        │   └── InvalidAnswer      an answer does not match the question's schema
+        ├── ApprovalKeyError       the home requires signed decisions; the key is missing or wrong
+        └── QuestionRejected       ``ctx.ask``: a person declined to answer
+            └── QuestionExpired    ``ctx.ask``: nobody answered before the question expired
 
 The two categories cut across the branches (multiple inheritance), so a caller, and
 the CLI's one table of exit codes, can catch "not found" or "conflict" without
@@ -421,8 +424,45 @@ class DecisionRefused(ApprovalError, Conflict):
 class DecisionNotAllowed(DecisionRefused):
     def __init__(self, approval_id: str, kind: str, decision: str, allowed: list[str]) -> None:
         self.kind, self.decision, self.allowed = kind, decision, allowed
-        super().__init__(approval_id, f"it is a {kind} request; it takes "
-                         f"{' / '.join(allowed)}, not {decision!r}")
+        what, hint = f"a {kind} request", ""
+        if kind == "input":  # a question (ctx.ask): answered with a value, not approved
+            what, hint = "a question", " (answer it with `bide answer` or engine.answer)"
+        super().__init__(approval_id, f"it is {what}; it takes "
+                         f"{' / '.join(allowed)}, not {str(decision)!r}{hint}")
+
+
+class InvalidAnswer(DecisionRefused):
+    """An answer that does not fit the question's schema: nothing is recorded."""
+
+    def __init__(self, approval_id: str, problem: str) -> None:
+        self.problem = problem
+        super().__init__(approval_id, f"the answer does not match the question's schema: "
+                         f"{problem}")
+
+
+class QuestionRejected(ApprovalError):
+    """Raised by ``ctx.ask`` when a person rejected the question instead of answering.
+
+    A node may catch it and go on without the value; uncaught, the node fails.
+    """
+
+    def __init__(self, approval_id: str, question: str, *, by: str | None = None,
+                 reason: str | None = None) -> None:
+        self.approval_id, self.question, self.by, self.reason = approval_id, question, by, reason
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        why = f": {self.reason}" if self.reason else ""
+        return (f"question {self.approval_id!r} ({self.question!r}) was rejected by "
+                f"{self.by or 'someone'}{why}")
+
+
+class QuestionExpired(QuestionRejected):
+    """Raised by ``ctx.ask`` when the question expired unanswered (``expires_in``)."""
+
+    def _message(self) -> str:
+        return (f"question {self.approval_id!r} ({self.question!r}) expired before anyone "
+                f"answered it")
 
 
 class ApprovalKeyError(ApprovalError):
@@ -454,6 +494,7 @@ __all__ = [
     "DurabilityLost",
     "FlowError",
     "FlowMismatch",
+    "InvalidAnswer",
     "LangGraphThread",
     "LogUnreadable",
     "NewerSchema",
@@ -467,6 +508,8 @@ __all__ = [
     "NotFound",
     "NotSerializable",
     "Paused",
+    "QuestionExpired",
+    "QuestionRejected",
     "ReadOnlyHome",
     "ReconciliationAborted",
     "RecordError",

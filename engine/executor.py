@@ -29,7 +29,7 @@ from .state import DEFERRED, Op, fold
 from .step import StepScope
 from .store import Store
 from .tasks import TaskResult, arun_tasks, run_tasks
-from .vocabulary import Status
+from .vocabulary import Status, pause_status
 
 GEOMETRIC_MIN = 64  # deltas before the first full snapshot under the default policy
 
@@ -272,8 +272,7 @@ class Execution:
         if waiting.get("node_id") != item:  # a Send task: say which item waits (search[3])
             waiting = {**waiting, "item": item}
         kinds = {p.waiting["type"] for p in pauses}
-        status = (Status.NEEDS_RECONCILIATION if "reconciliation" in kinds
-                  else Status.WAITING_APPROVAL)
+        status = pause_status(kinds)
         self._checkpoint(status, release=True, waiting=waiting, extra=requests, folding=False)
         faults.point("after_pause_committed")
         for req in requests:

@@ -31,8 +31,10 @@ from .store import Reader
 from .vocabulary import Decision
 
 MAX_BYTES = 64 * 1024
-FIELDS = {"approval_id", "decision", "by", "reason", "run_id", "digest", "sig", "result"}
+FIELDS = {"approval_id", "decision", "by", "reason", "run_id", "digest", "sig", "result",
+          "value"}
 SIGNED = ("approval_id", "decision", "by", "reason", "run_id", "digest")
+NO_VALUE: Any = object()  # drop_decision's "no answer value" (None is a value: JSON null)
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,11 @@ class Refused(Exception):
 
 
 def canonical(fields: dict[str, Any]) -> bytes:
-    """The bytes a signature covers: the signed fields, sorted, compact JSON."""
+    """The bytes a signature covers: the signed fields, sorted, compact JSON; an
+    answer's ``value`` too (only an answer's, so every other signature stays valid)."""
     body = {k: fields.get(k) for k in SIGNED}
+    if fields.get("decision") == Decision.ANSWER:
+        body["value"] = fields.get("value")
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -73,13 +78,16 @@ def sign(fields: dict[str, Any], key: bytes) -> str:
 def drop_decision(home: str | os.PathLike[str], approval_id: str, decision: Decision | str, *,
                   by: str | None = None, reason: str | None = None, run_id: str | None = None,
                   digest: str | None = None, result: Any = None, key: bytes | None = None,
-                  inbox: str | os.PathLike[str] | None = None) -> Path:
+                  inbox: str | os.PathLike[str] | None = None, value: Any = NO_VALUE) -> Path:
     """Write a decision file into the inbox atomically (dot-file, then rename).
 
     ``inbox``: where the watcher serving the home takes files (default ``<home>/inbox``).
+    ``value``: an answer's value (decision ``answer``; JSON null is a value too).
     """
     body: dict[str, Any] = {"approval_id": approval_id, "decision": decision, "by": by,
                             "reason": reason}
+    if value is not NO_VALUE:
+        body["value"] = value
     if run_id is not None:
         body["run_id"] = run_id
     if digest is not None:
@@ -138,6 +146,9 @@ def parse(data: bytes) -> dict[str, Any]:
             raise Refused(f"field {field!r} must be a string")
     if "result" in body and body["decision"] != Decision.MARK_DONE:
         raise Refused("only a 'mark_done' decision carries a 'result'")
+    if ("value" in body) != (body["decision"] == Decision.ANSWER):
+        raise Refused("an 'answer' decision carries a 'value' (JSON null is one), and only "
+                      "an answer does")
     return body
 
 
@@ -333,10 +344,11 @@ class Inbox:
         body, aid, decision = f.body, f.body["approval_id"], f.body["decision"]
         try:
             req, again = check_decision(r, aid, decision, now=now, run_id=body.get("run_id"),
-                                        digest=body.get("digest"))
+                                        digest=body.get("digest"), value=body.get("value"))
             if aid in here:  # decided by an earlier file of this commit, as if recorded
                 req = here[aid]
-                if req.decision != decision:
+                if req.decision != decision or (decision == Decision.ANSWER
+                                                and req.result != body.get("value")):
                     raise DecisionRefused(aid, f"already decided {req.decision!r} by "
                                           f"{req.by or 'someone'}")
                 again = True
@@ -346,10 +358,11 @@ class Inbox:
         verdicts[f.name] = (req, again)
         if again:
             return None
-        here[aid] = msgspec.structs.replace(req, decision=decision, by=body.get("by"))
+        result = body.get("value", body.get("result"))  # an answer's value is its result
+        here[aid] = msgspec.structs.replace(req, decision=decision, by=body.get("by"),
+                                            result=result)
         return decided(req, decision, by=body.get("by"), reason=body.get("reason"),
-                       result=body.get("result"), file=f.name, content_digest=f.content,
-                       at=now)
+                       result=result, file=f.name, content_digest=f.content, at=now)
 
     def _reject(self, name: str, why: str) -> FileResult:
         moved = self._move(self.work / name, self.dir / "rejected", name)

@@ -118,6 +118,7 @@ class ApprovalState(msgspec.Struct, kw_only=True, omit_defaults=True):
     decided_at: float | None = None
     file: str | None = None
     content_digest: str | None = None
+    schema: dict[str, Any] | None = None
 
 
 # Tables of structs, framed with a checksum by ``pack_value`` (store format 2); the run
@@ -351,7 +352,7 @@ def _fold_approval_requested(tables: Tables, r: ApprovalRequested) -> None:
         approval_id=r.approval_id, run_id=r.run_id, kind=r.kind, node=r.node, task=r.task,
         action=r.action, digest=r.digest, payload=r.payload, state_version=r.state_version,
         allowed=r.allowed, tool=r.tool, intent=r.intent, requested_at=r.requested_at,
-        expires_at=r.expires_at,
+        expires_at=r.expires_at, schema=r.schema,
     )
     tables.put(APPROVALS, r.approval_id.encode(), pack_value(state))
     if r.intent is not None:

@@ -36,7 +36,7 @@ from .run_view import RunView, owner_alive
 from .send import labels_of, next_labels
 from .state import materialize
 from .store import Reader
-from .vocabulary import IN_DOUBT, Status
+from .vocabulary import IN_DOUBT, Decision, Status, Waiting
 
 if TYPE_CHECKING:
     from .runtime import Engine
@@ -92,6 +92,8 @@ def waiting_text(head: RunHead, live: bool) -> str:
         return f"approval {w.get('approval_id')} ({w.get('node_id')})"
     if w.get("type") == "reconciliation":
         return f"reconcile {w.get('tool')} ({w.get('node_id')})"
+    if w.get("type") == Waiting.INPUT:
+        return f"answer {w.get('approval_id')} ({w.get('node_id')}): {w.get('question')}"
     if head.status == Status.RUNNING and not live:
         return "orphaned: no live lease"
     if head.status == Status.PENDING:
@@ -221,6 +223,9 @@ def describe(record: Record) -> str:  # noqa: C901 - one arm per record type
             return f"{record.key} failed: {record.error_type}: {first_line(record.error, 50)}"
         case ApprovalRequested():
             return f"{record.kind} {record.approval_id} in {record.node}: {record.action}"
+        case ApprovalDecided() if record.decision == Decision.ANSWER:
+            return (f"{record.approval_id} answered by {record.by or '?'}: "
+                    f"{preview(record.result, 40)}")
         case ApprovalDecided():
             return (f"{record.approval_id} {record.decision} by {record.by or '?'}"
                     + (f": {record.reason}" if record.reason else ""))

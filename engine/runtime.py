@@ -48,7 +48,7 @@ from .send import next_labels
 from .state import materialize
 from .store import Reader, Store
 from .surface import Surface
-from .vocabulary import FINISHED, WAITING, Decision, Status
+from .vocabulary import FINISHED, WAITING, Decision, Status, Waiting
 
 
 class Engine(Surface):
@@ -391,13 +391,14 @@ class Engine(Surface):
         recorded = [True]
 
         def check(r: Reader) -> None:
-            _, again = check_decision(r, approval_id, decision, now=self.clock())
+            _, again = check_decision(r, approval_id, decision, now=self.clock(), value=result)
             recorded[0] = not again
             if again:
                 raise _AlreadyDecided()
 
         with self.store.reader() as r:
-            req, again = check_decision(r, approval_id, decision, now=self.clock())
+            req, again = check_decision(r, approval_id, decision, now=self.clock(),
+                                        value=result)
         if again:
             return False
         try:
@@ -413,8 +414,31 @@ class Engine(Surface):
         return await off_loop(self.decide, approval_id, decision, by=by, reason=reason,
                               result=result)
 
-    def check_decision(self, approval_id: str, decision: Decision | str) -> dict[str, Any]:
-        """Check, without writing anything, that ``decision`` can be recorded now.
+    def answer(self, approval_id: str, value: Any, *, by: str | None = None,
+               reason: str | None = None) -> bool:
+        """Answer a question (``ctx.ask``) with ``value``. Runs nothing: resume the run (or
+        let a watcher) and ``ctx.ask`` returns the value, converted to its schema.
+
+        Returns:
+            True if recorded now, False if this same answer was already recorded.
+
+        Raises:
+            UnknownApproval. InvalidAnswer: ``value`` does not match the question's schema.
+            DecisionNotAllowed: ``approval_id`` is not a question. DecisionRefused:
+            answered otherwise already, or expired. Nothing is recorded then.
+        """
+        check_serializable(value, f"the answer to {approval_id!r}")
+        return self.decide(approval_id, Decision.ANSWER, by=by, reason=reason, result=value)
+
+    async def aanswer(self, approval_id: str, value: Any, *, by: str | None = None,
+                      reason: str | None = None) -> bool:
+        """``answer`` without blocking the event loop."""
+        return await off_loop(self.answer, approval_id, value, by=by, reason=reason)
+
+    def check_decision(self, approval_id: str, decision: Decision | str, *,
+                       value: Any = None) -> dict[str, Any]:
+        """Check, without writing anything, that ``decision`` can be recorded now
+        (``value``: an answer's, checked against the question's schema).
 
         Returns:
             The request (as in ``pending()``), to bind a decision file to it.
@@ -425,11 +449,12 @@ class Engine(Surface):
                 already decided (says what and by whom), or it expired.
         """
         with self.store.reader() as r:
-            req = undecided(r, approval_id, decision, now=self.clock())
+            req = undecided(r, approval_id, decision, now=self.clock(), value=value)
         return pending_row(req)
 
     def pending(self) -> list[dict[str, Any]]:
-        """Decisions waiting: approvals and reconciliations nobody has decided yet."""
+        """Decisions waiting: approvals, questions (kind ``input``: ``question`` and the
+        ``schema`` of the answer) and reconciliations nobody has decided yet."""
         with self.store.reader() as r:
             rows = [pending_row(a) for a in r.approvals() if a.decision is None]
         return sorted(rows, key=lambda a: a["requested_at"])
@@ -507,7 +532,8 @@ def pending_row(a: Any) -> dict[str, Any]:
     return {"approval_id": a.approval_id, "run_id": a.run_id, "kind": a.kind, "node": a.node,
             "action": a.action, "payload": a.payload, "digest": a.digest, "allowed": a.allowed,
             "tool": a.tool, "intent": a.intent, "requested_at": a.requested_at,
-            "expires_at": a.expires_at}
+            "expires_at": a.expires_at, "schema": a.schema,
+            "question": a.action if a.kind == Waiting.INPUT else None}
 
 
 def _intent_row(i: Any) -> dict[str, Any]:

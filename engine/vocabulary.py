@@ -26,6 +26,7 @@ class Status(_Word):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
     WAITING_APPROVAL = "WAITING_APPROVAL"
+    WAITING_INPUT = "WAITING_INPUT"  # ``ctx.ask``: a person's answer (a value)
     NEEDS_RECONCILIATION = "NEEDS_RECONCILIATION"
     INTERRUPTED = "INTERRUPTED"
     DONE = "DONE"
@@ -53,12 +54,13 @@ class Status(_Word):
 
     @property
     def waiting(self) -> bool:
-        """The run waits for a person's decision."""
+        """The run waits for a person's decision (or answer)."""
         return self in WAITING
 
 
 FINISHED = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
-WAITING = frozenset({Status.WAITING_APPROVAL, Status.NEEDS_RECONCILIATION})
+WAITING = frozenset({Status.WAITING_APPROVAL, Status.WAITING_INPUT,
+                     Status.NEEDS_RECONCILIATION})
 
 
 class IntentStatus(_Word):
@@ -72,16 +74,38 @@ class IntentStatus(_Word):
 
 
 class Decision(_Word):
-    """What a person may decide: approvals take APPROVE/REJECT, reconciliations the rest."""
+    """What a person may decide: approvals take APPROVE/REJECT, questions (``ctx.ask``)
+    ANSWER/REJECT, reconciliations MARK_DONE/RETRY/ABORT."""
 
     APPROVE = "approve"
     REJECT = "reject"
     MARK_DONE = "mark_done"
     RETRY = "retry"
     ABORT = "abort"
+    ANSWER = "answer"  # carries the value (``engine.answer``, ``bide answer``)
 
 
 IN_DOUBT = frozenset({IntentStatus.PREPARED, IntentStatus.UNKNOWN})  # no outcome known yet
 # What a request's ``allowed`` lists: plain strings, as its record stores them.
 APPROVAL_DECISIONS = (Decision.APPROVE.value, Decision.REJECT.value)
 RECONCILE_DECISIONS = (Decision.MARK_DONE.value, Decision.RETRY.value, Decision.ABORT.value)
+INPUT_DECISIONS = (Decision.ANSWER.value, Decision.REJECT.value)
+
+
+class Waiting(_Word):
+    """What a paused run waits for: ``run.waiting["type"]`` (and a request's kind)."""
+
+    APPROVAL = "approval"
+    INPUT = "input"
+    RECONCILIATION = "reconciliation"
+
+
+def pause_status(kinds: set[str]) -> Status:
+    """The status of a run paused by requests of these kinds: a tool call in doubt
+    outranks an approval, which outranks a question (the status names the most
+    pressing thing; ``bide pending`` lists them all)."""
+    if Waiting.RECONCILIATION in kinds:
+        return Status.NEEDS_RECONCILIATION
+    if kinds and kinds <= {Waiting.INPUT.value}:
+        return Status.WAITING_INPUT
+    return Status.WAITING_APPROVAL

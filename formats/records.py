@@ -252,7 +252,9 @@ def _fixed(fixups: dict[str, str] | None, name: str) -> str | None:
 
 
 class ApprovalRequested(Record, frozen=True, kw_only=True, omit_defaults=True):
-    """A run waits for a human: an approval, or a reconciliation of a tool call."""
+    """A run waits for a human: an approval, a reconciliation of a tool call, or a
+    question (kind ``input``: ``action`` is the question, ``schema`` the JSON Schema
+    its answer must match, None for any JSON value)."""
 
     TYPE: ClassVar[str] = "approval_requested"
     VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("payload",)
@@ -270,10 +272,12 @@ class ApprovalRequested(Record, frozen=True, kw_only=True, omit_defaults=True):
     intent: str | None = None
     requested_at: float = 0.0
     expires_at: float | None = None
+    schema: dict[str, Any] | None = None
 
 
 class ApprovalDecided(Record, frozen=True, kw_only=True, omit_defaults=True):
-    """Someone decided: who, what, why, and from which file."""
+    """Someone decided: who, what, why, and from which file. ``result`` holds what the
+    node receives: a reconciled call's result (mark_done), or a question's answer."""
 
     TYPE: ClassVar[str] = "approval_decided"
     VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("result",)

@@ -16,8 +16,8 @@ def test_all_is_sorted_and_complete():
 
 
 def test_status_values_equal_names():
-    names = ["PENDING", "RUNNING", "WAITING_APPROVAL", "NEEDS_RECONCILIATION", "INTERRUPTED",
-             "DONE", "FAILED", "CANCELLED"]
+    names = ["PENDING", "RUNNING", "WAITING_APPROVAL", "WAITING_INPUT", "NEEDS_RECONCILIATION",
+             "INTERRUPTED", "DONE", "FAILED", "CANCELLED"]
     assert [s.value for s in bide.Status] == names
     assert all(s.name == s.value for s in bide.Status)
 
@@ -25,7 +25,8 @@ def test_status_values_equal_names():
 def test_intent_status_and_decision_words_are_pinned():
     assert [s.value for s in bide.IntentStatus] == [
         "prepared", "completed", "failed", "unknown", "resolved"]
-    assert [d.value for d in bide.Decision] == ["approve", "reject", "mark_done", "retry", "abort"]
+    assert [d.value for d in bide.Decision] == ["approve", "reject", "mark_done", "retry", "abort",
+                                                "answer"]
     assert all(m.name == m.value.upper() for m in (*bide.IntentStatus, *bide.Decision))
 
 

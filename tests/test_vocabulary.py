@@ -81,7 +81,8 @@ def test_records_encode_the_same_bytes_with_enums_or_strings():
 def test_groups_partition_what_they_name():
     assert vocabulary.FINISHED | vocabulary.WAITING < set(bide.Status)
     assert not vocabulary.FINISHED & vocabulary.WAITING
-    assert set(vocabulary.APPROVAL_DECISIONS) | set(vocabulary.RECONCILE_DECISIONS) == \
-        set(bide.Decision)
+    assert set(vocabulary.APPROVAL_DECISIONS) | set(vocabulary.RECONCILE_DECISIONS) | \
+        set(vocabulary.INPUT_DECISIONS) == set(bide.Decision)
     assert all(s.finished for s in vocabulary.FINISHED) and bide.Status.RUNNING.finished is False
     assert bide.Status.WAITING_APPROVAL.waiting and not bide.Status.DONE.waiting
+    assert bide.Status.WAITING_INPUT.waiting
