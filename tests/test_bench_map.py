@@ -24,5 +24,6 @@ def test_bench_map_quick_prints_each_row_with_its_ratios(tmp_path):
     assert "that each pause once for an approval" in result.output
     small, big = json.loads(out.read_text())["paused"]
     assert (small["items"], big["items"]) == (20, 60) and big["resumes"] == 60
-    # flat per item: the pauses refer to the planned Sends (re-storing them: ~2x here)
-    assert big["bytes_per_item"] < 1.3 * small["bytes_per_item"], (small, big)
+    # flat per item (seen 975 -> 956 B): the pauses refer to the planned Sends
+    # (each re-storing them all: 1177 -> 1558 B, 1.32x)
+    assert big["bytes_per_item"] < 1.15 * small["bytes_per_item"], (small, big)
