@@ -158,3 +158,17 @@ def test_a_copy_of_a_paused_map_finishes_there(tmp_path):
         engine.register(pausing_flow())
         run = decide_one_by_one(engine, engine.get("r"))
         assert run.state["done"] == [0, 1, 2]
+
+
+def test_a_copy_of_a_paused_map_into_postgres_finishes_there(tmp_path, pg_url):
+    pytest.importorskip("psycopg")
+    src, local = tmp_path / "src", tmp_path / "local"
+    with bide.open(src, durability="fast") as engine:
+        engine.register(pausing_flow())
+        decide_one_by_one(engine, engine.start("pauses", input={"n": 3}, run_id="r"), most=2)
+    bide.copy_home(src, pg_url, destination_local=local)
+    with bide.open(pg_url, local=local, durability="fast") as engine:
+        engine.register(pausing_flow())
+        assert engine.get("r").waiting["item"] == "item[2]"
+        run = decide_one_by_one(engine, engine.get("r"))
+        assert run.state["done"] == [0, 1, 2]
