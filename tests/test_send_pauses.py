@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bide
 import pytest
-from bide.engine import maintenance
+from bide.engine import inspect, maintenance
 from bide.formats import Checkpoint, CorruptRecord
 from test_send_durable import POLICIES
 
@@ -107,6 +107,8 @@ def test_later_checkpoints_of_the_superstep_refer_to_the_planning_one(paused, po
     assert all(cp.sends_at == planners[0][0] and cp.sends == [] for cp in later)
     infos = [c for c in paused.checkpoints("r") if c.superstep == 1]
     assert {tuple(c.next) for c in infos} == {("item[0..3]",)}  # read through the reference
+    lines = [e["summary"] for e in inspect.log(paused, "r") if e["type"] == "checkpoint"]
+    assert sum(f"next the Sends of #{planners[0][0]}" in line for line in lines) == len(later)
 
 
 def test_a_fork_of_a_later_checkpoint_stores_the_sends_it_refers_to(paused):
