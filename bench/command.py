@@ -43,7 +43,8 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     PostgreSQL home; postgres runs those alone) or all; watch measures the
     watcher (inbox latency, bursts, idle CPU) on its own; pg-wake measures its
     LISTEN/NOTIFY wake-ups on the PostgreSQL server at $BIDE_BENCH_PG; map
-    measures a map of 100 items (bide.Send) against a chain of 100 steps.
+    measures a map of 100 items (bide.Send) against a chain of 100 steps, and a
+    map whose items each pause for an approval (100 and 300 items).
     """
     if pg_url is not None:
         from ..engine.pg_home import is_url

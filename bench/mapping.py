@@ -7,6 +7,12 @@ of one node (a checkpoint each). Per item: wall time and stored bytes, and the
 map's cost as a ratio of the chain's, both measured in the same run. A third
 row runs the map with work in each item (a sleep), where bounded concurrency is
 what saves the time.
+
+The paused rows run a map whose every item pauses once for an approval, approved
+one at a time through the API and resumed after each (N resumes, each running
+the items still paused): time and bytes per item at N and 3N items. Later
+checkpoints of the map refer to its planned Sends instead of storing them
+again, so bytes per item stay flat as N grows.
 """
 
 from __future__ import annotations
@@ -60,6 +66,44 @@ def chain_flow(sleep: float = 0.0) -> bide.Flow:
     return flow
 
 
+def pausing_flow() -> bide.Flow:
+    flow = bide.Flow("bench-map-paused")
+
+    @flow.node(start=True)
+    def plan(state: Any, ctx: Any) -> Any:
+        return {"items": list(range(state["n"]))}
+
+    @flow.node()
+    def item(state: Any, ctx: Any) -> Any:
+        ctx.approve("ship", {"item": state["i"]})
+        return {"results": [_result(state["i"])]}
+
+    flow.route("plan", lambda s: [bide.Send("item", {"i": i}) for i in s["items"]])
+    flow.reducer("results", bide.append)
+    return flow
+
+
+def paused(home: Path, n: int, durability: str) -> dict[str, Any]:
+    """A map of ``n`` items that each pause once, approved and resumed one at a time."""
+    with bide.open(home, durability=durability) as engine:
+        engine.register(pausing_flow())
+        t0 = time.perf_counter()
+        run = engine.start("bench-map-paused", input={"n": n})
+        resumes = 0
+        while run.status == bide.Status.WAITING_APPROVAL and resumes <= n:
+            engine.decide(run.waiting["approval_id"], bide.Decision.APPROVE, by="bench")
+            run = engine.resume(run.run_id)
+            resumes += 1
+        seconds = time.perf_counter() - t0
+        assert run.status == bide.Status.DONE and len(run.state["results"]) == n
+        with engine.store.reader() as r:
+            entries = list(r.run_entries(run.run_id))
+            stored = sum(len(r.raw(seq) or b"") for seq, _ in entries)
+    return {"items": n, "durability": durability, "resumes": resumes,
+            "ms_per_item": seconds * 1000 / n, "bytes_per_item": stored / n,
+            "records_per_item": len(entries) / n}
+
+
 def _result(i: int) -> dict[str, Any]:
     return {"item": i, "text": f"result of item {i:06d}"}
 
@@ -99,7 +143,8 @@ def run(*, quick: bool = False, home: Path | None = None) -> dict[str, Any]:
     n, repeat = (20, 1) if quick else (ITEMS, 3)
     root = Path(home) if home is not None else Path(tempfile.mkdtemp(prefix="bide-bench-map-"))
     return {"rows": [measure(root, n, "durable", repeat), measure(root, n, "fast", repeat),
-                     measure(root, n, "durable", repeat, sleep=ITEM_SLEEP)]}
+                     measure(root, n, "durable", repeat, sleep=ITEM_SLEEP)],
+            "paused": [paused(root / f"paused-{size}", size, "durable") for size in (n, 3 * n)]}
 
 
 def render(out: dict[str, Any]) -> str:
@@ -112,4 +157,12 @@ def render(out: dict[str, Any]) -> str:
                      f"{m['ms_per_item']:>8.2f} {c['ms_per_item']:>9.2f} {r['time_ratio']:>7.2f} "
                      f"{m['bytes_per_item']:>7.0f} {c['bytes_per_item']:>8.0f} "
                      f"{r['bytes_ratio']:>8.2f}")
+    lines += ["", "Map of N items that each pause once for an approval, approved and resumed "
+              "one at a time, per item",
+              f"{'items':>6} {'durability':>10} {'resumes':>8} {'ms':>8} {'bytes':>7} "
+              f"{'records':>8}"]
+    for p in out.get("paused", []):
+        lines.append(f"{p['items']:>6} {p['durability']:>10} {p['resumes']:>8} "
+                     f"{p['ms_per_item']:>8.2f} {p['bytes_per_item']:>7.0f} "
+                     f"{p['records_per_item']:>8.1f}")
     return "\n".join(lines)

@@ -49,6 +49,7 @@ class Cursor:
     scan_from: int
     found: dict[str, tuple[int, PendingWrite]] = field(default_factory=dict)
     sends: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # the next map tasks
+    sends_at: int = -1  # the seq of the checkpoint that stores them (-1: none yet)
 
 
 class Execution:
@@ -64,7 +65,7 @@ class Execution:
         self.fingerprint = flow.fingerprint()
         c = cursor
         self.version, self.superstep, self.state = c.version, c.superstep, c.state
-        self.next, self.seen, self.sends = c.next, c.seen, c.sends
+        self.next, self.seen, self.sends, self.sends_at = c.next, c.seen, c.sends, c.sends_at
         self.base, self.deltas, self.scan_from, self.found = c.base, c.deltas, c.scan_from, c.found
         self.base_version = c.base_version
         self.absorbed: list[int] = []
@@ -287,6 +288,7 @@ class Execution:
         names = [r.node for r in results]
         seen = {k: dict(v) for k, v in self.seen.items()}
         self.next, self.sends = self.flow.successors(names, state, seen)
+        self.sends_at = -1  # a new plan: the next checkpoint stores it
         self.state, self.seen = state, seen
         if self.policy.pending_writes:
             for r in results:
@@ -308,6 +310,7 @@ class Execution:
     def _checkpoint(self, status: str, *, release: bool = False, waiting: Any = None,
                     extra: Sequence[Record] = (), folding: bool = True) -> None:
         full = self.policy.snapshot == "full" or self.deltas + 1 >= self.full_interval()
+        stored = self.sends_at if self.sends else -1  # a planned map refers to its Sends
         cp = Checkpoint(
             run_id=self.run_id, version=self.version, superstep=self.superstep, status=status,
             full=full, state=self.state if full else None, base=-1 if full else self.base,
@@ -317,13 +320,16 @@ class Execution:
             seen=self.seen,
             waiting=waiting, scan_from=-1 if folding else self.scan_from,
             flow=self.flow.name if full else "", fingerprint=self.fingerprint if full else "",
-            at=self.clock(), sends=[[node, arg] for node, arg in self.sends],
+            at=self.clock(), sends_at=stored,
+            sends=[] if stored >= 0 else [[node, arg] for node, arg in self.sends],
         )
         records: list[Record] = [cp, *extra]
         if release:
             records.append(LeaseReleased(run_id=self.run_id, owner=self.owner, token=self.token,
                                          at=self.clock()))
         seq = self.commit(records)[0]
+        if self.sends and stored < 0:
+            self.sends_at = seq
         faults.point("after_checkpoint")
         if full:
             self.base, self.deltas, self.base_version = seq, 0, self.version

@@ -17,6 +17,7 @@ from ..formats import (
     ApprovalDecided,
     ApprovalRequested,
     Checkpoint,
+    CorruptRecord,
     IntentCompleted,
     IntentPrepared,
     LeaseAcquired,
@@ -31,6 +32,7 @@ from .errors import LangGraphThread, UnknownRun
 from .errors import UnknownKey as UnknownKey  # its old home: `inspect.UnknownKey` keeps working
 from .errors import UnknownVersion as UnknownVersion  # its old home, still imported from here
 from .index import RunHead
+from .planned import sends_of
 from .render import clip, first_line, preview, size
 from .run_view import RunView, owner_alive
 from .send import labels_of, next_labels
@@ -166,7 +168,11 @@ def pending_writes(reader: Reader, head: RunHead) -> dict[str, str]:
         return {}
     out: dict[str, str] = {}
     cp, _, found = RunView(reader, head).unfolded()
-    labels = labels_of(cp.superstep, cp.next, cp.sends)  # a Send task is named search[3]
+    try:
+        sends = sends_of(reader, head.checkpoint, cp)
+    except CorruptRecord:  # show names the tasks by node then; doctor names the damage
+        sends = []
+    labels = labels_of(cp.superstep, cp.next, sends)  # a Send task is named search[3]
     for seq, write in sorted(found.values(), key=lambda item: item[0]):
         name = labels.get(write.task, write.node)
         name = name if name not in out else write.task
@@ -208,7 +214,10 @@ def describe(record: Record) -> str:  # noqa: C901 - one arm per record type
         case Checkpoint():
             kind = "full" if record.full else f"delta on #{record.base}"
             done = ",".join(record.committed) or "-"
-            nxt = ",".join(next_labels(record.next, record.sends)) or "-"
+            labels = next_labels(record.next, record.sends)
+            if record.sends_at >= 0:  # a later checkpoint of a planned map
+                labels.append(f"the Sends of #{record.sends_at}")
+            nxt = ",".join(labels) or "-"
             return (f"v{record.version} step {record.superstep} {record.status} {kind}; "
                     f"committed {done}; next {nxt}")
         case PendingWrite():

@@ -48,6 +48,7 @@ from .index import (
     seq_of,
 )
 from .permissions import exposure
+from .planned import dangling, referenced
 from .run_view import finished, unfolded_from
 from .store import LEASES, LOG, Logged, Reader, Store
 from .vocabulary import IN_DOUBT
@@ -81,7 +82,8 @@ class MemTables:
 # -- problems and reports ---------------------------------------------------------
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong: its kind (corrupt, unreadable, missing, extra, differs), table, key."""
+    """One thing wrong: its kind (corrupt, unreadable, missing, extra, differs,
+    dangling: a reference to a record that is not there), table, key."""
 
     kind: str
     table: str
@@ -146,10 +148,12 @@ def rebuild_tables(records: list[tuple[int, int, Record]]) -> MemTables:
 
 # -- doctor --------------------------------------------------------------------------
 def check(reader: Reader) -> DoctorReport:
-    """Verify every record's checksum and that the derived tables equal a rebuild.
+    """Verify every record's checksum, that references between records lead somewhere,
+    and that the derived tables equal a rebuild.
 
-    When some records cannot be read the index comparison is skipped: a rebuild
-    without them would differ everywhere those records matter, which says nothing new.
+    When some records cannot be read the reference check and the index comparison
+    are skipped: without them both would differ everywhere those records matter,
+    which says nothing new.
     """
     records, problems = read_log(reader)
     report = DoctorReport(records=len(records) + len(problems), problems=problems)
@@ -158,6 +162,8 @@ def check(reader: Reader) -> DoctorReport:
     report.problems += damaged
     if problems:
         return report
+    report.problems += [Problem("dangling", LOG, f"seq {seq}", why)
+                        for seq, why in dangling((seq, r) for seq, _, r in records)]
     mem = rebuild_tables(records)
     named = {(p.table, p.key) for p in damaged}
     for table in DERIVED:
@@ -310,7 +316,8 @@ def prune(store: Store, *, keep: int = 1, finished_older_than: float | None = No
         dry_run: only report what would be removed.
 
     A run that is kept always keeps: its ``RunCreated`` and status changes, all
-    intents and approvals, its latest checkpoint's chain, the pending writes a
+    intents and approvals, its latest checkpoint's chain (and the chain of the
+    checkpoint that planned the Sends a kept one refers to), the pending writes a
     resume reads after it, and its lease records from the last acquisition on.
     The plan is made and carried out in one write transaction by
     ``Store.delete``, which also refolds the derived tables of the runs it
@@ -390,7 +397,11 @@ def needed(items: list[tuple[int, int, Record]], keep: int) -> set[int]:
             kept.add(seq)
         elif isinstance(r, (LeaseAcquired, LeaseReleased)) and seq >= last_lease:
             kept.add(seq)
-    for seq, cp in cps[-keep:]:
+    by_seq = dict(cps)
+    chosen = cps[-keep:]
+    # a later checkpoint of a planned map reads its Sends in the planning checkpoint
+    chosen += [(s, by_seq[s]) for s in sorted(referenced(cp for _, cp in chosen)) if s in by_seq]
+    for seq, cp in chosen:
         base = seq if cp.full else cp.base
         for cseq, chained in cps:
             if base <= cseq <= seq:  # the base snapshot and every delta read on top of it

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..formats import Checkpoint, LeaseAcquired, LeaseReleased, Record, RunCreated, StatusChanged
 from .errors import NotCancellable, RunExists
 from .inspect import head_of, version_seq
+from .planned import sends_of
 from .runs import check_run_id
 from .state import materialize
 from .store import Reader
@@ -95,13 +96,14 @@ def fork(engine: Engine, run_id: str, version: int, new_id: str | None = None, *
         cp = r.record(seq)
         assert isinstance(cp, Checkpoint)
         state = materialize(r, run_id, seq)
+        sends = sends_of(r, seq, cp)  # the fork stores them: it shares nothing with its parent
         return [
             RunCreated(run_id=new_id, flow=head.flow, fingerprint=head.fingerprint, input=state,
                        policy=dict(head.policy), status=Status.PENDING, parent=run_id,
                        parent_version=version, at=at),
             Checkpoint(run_id=new_id, version=cp.version, superstep=cp.superstep,
                        status=Status.PENDING, full=True, state=state, next=list(cp.next),
-                       sends=[list(send) for send in cp.sends],
+                       sends=[[node, arg] for node, arg in sends],
                        seen={k: dict(v) for k, v in cp.seen.items()},
                        flow=head.flow, fingerprint=head.fingerprint, at=at),
         ]

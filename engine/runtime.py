@@ -40,11 +40,11 @@ from .index import RunHead
 from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from .offload import off_loop
 from .permissions import private_dir
+from .planned import holder, next_of, sends_of
 from .policy import Policy
 from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
 from .run_view import RunView, ended, settled
 from .runs import CheckpointInfo, Run, check_run_id
-from .send import next_labels
 from .state import materialize
 from .store import Reader, Store
 from .surface import Surface
@@ -208,7 +208,8 @@ class Engine(Surface):
             return self.get(run_id)  # nothing to do until someone decides
         with self.store.reader() as r:  # the flow must still fit before anything is written
             cp, _, found = RunView(r, head).unfolded()
-        self._check_fits(head, cp, found)
+            sends = sends_of(r, head.checkpoint, cp)
+        self._check_fits(head, [*cp.next, *(node for node, _ in sends)], found)
         return self._acquire(run_id)
 
     def recover(self, *, max_age: float = 86400.0, max_attempts: int = 5) -> RecoverReport:
@@ -355,23 +356,24 @@ class Engine(Surface):
         """Load the latest checkpoint and the pending writes not yet folded into it."""
         with self.store.reader() as r:
             cp, start, found = RunView(r, head).unfolded()
+            sends = sends_of(r, head.checkpoint, cp)
             state = materialize(r, head.run_id, head.checkpoint)
             deltas = sum(1 for s, t in r.run_entries(head.run_id, head.base + 1)
                          if t == "checkpoint" and s <= head.checkpoint)
             base = r.record(head.base)
             assert isinstance(base, Checkpoint)
-        self._check_fits(head, cp, found)
+        self._check_fits(head, [*cp.next, *(node for node, _ in sends)], found)
         return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
                       seen={k: dict(v) for k, v in cp.seen.items()},
-                      sends=[(node, dict(arg)) for node, arg in cp.sends],
+                      sends=sends, sends_at=holder(head.checkpoint, cp),
                       base=head.base, deltas=deltas, base_version=base.version,
                       scan_from=start - 1 if cp.scan_from < 0 else cp.scan_from, found=found)
 
-    def _check_fits(self, head: RunHead, cp: Checkpoint,
+    def _check_fits(self, head: RunHead, needed: list[str],
                     found: dict[str, tuple[int, PendingWrite]]) -> None:
         """Raise FlowMismatch if a node the run needs next is gone from its flow."""
         flow = self.flow(head.flow)
-        for name in [*cp.next, *(node for node, _ in cp.sends)]:
+        for name in needed:
             if name not in flow.nodes:
                 raise FlowMismatch(head.run_id, name, "next", flow=head.flow)
         for _, write in found.values():
@@ -499,7 +501,7 @@ class Engine(Surface):
                 cp = r.record(seq)
                 assert isinstance(cp, Checkpoint)
                 out.append(CheckpointInfo(seq, cp.version, cp.superstep, cp.status,
-                                          list(cp.committed), next_labels(cp.next, cp.sends),
+                                          list(cp.committed), next_of(r, seq, cp),
                                           cp.full,
                                           len(raw), cp.at))
         return out

@@ -250,7 +250,9 @@ def _failed(left: _Countdown, task: str, name: str, exc: BaseException, attempt:
 def _stopped(task: str, name: str, exc: BaseException, attempt: int, retries: int
              ) -> TaskResult | None:
     if isinstance(exc, Paused):
-        return TaskResult(task, name, "pause", pause=exc)
+        # Not its traceback: the frames it holds keep their locals alive, such as a
+        # read transaction (an LMDB reader slot each; 300 paused items used them all).
+        return TaskResult(task, name, "pause", pause=exc.with_traceback(None))
     # A lost lease, a full disk, a lost connection: the store's trouble, not the node's.
     # Stop, write nothing (a FAILED record would end the run for good); it resumes later.
     if isinstance(exc, StoreError):
@@ -260,4 +262,4 @@ def _stopped(task: str, name: str, exc: BaseException, attempt: int, retries: in
     if attempt < retries and not isinstance(exc, _NOT_RETRIED):
         return None
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return TaskResult(task, name, "fail", error=text, exc=exc)
+    return TaskResult(task, name, "fail", error=text)  # the text, not the frames (above)

@@ -76,12 +76,24 @@ def _no_sends(old: dict[str, Any] | list[Any]) -> dict[str, Any]:
     return dict(zip(_CHECKPOINT_V2, old, strict=False))
 
 
+_CHECKPOINT_V3 = (*_CHECKPOINT_V2, "sends")
+
+
+def _sends_in_place(old: dict[str, Any] | list[Any]) -> dict[str, Any]:
+    """v4 added ``sends_at`` (a reference to the planning checkpoint's Sends); a v3
+    checkpoint stores its own. A v3 body is an array (an upgraded one a mapping)."""
+    if isinstance(old, dict):
+        return old
+    return dict(zip(_CHECKPOINT_V3, old, strict=False))
+
+
 MIGRATIONS: dict[tuple[str, int], Migration] = {
     ("status_changed", 1): _status_changed_v1_to_v2,
     ("intent_prepared", 1): _intent_prepared_v1_to_v2,
     ("intent_completed", 1): _intent_completed_v1_to_v2,
     ("checkpoint", 1): _same_fields,
     ("checkpoint", 2): _no_sends,
+    ("checkpoint", 3): _sends_in_place,
     ("pending_write", 1): _same_fields,
 }
 

@@ -83,10 +83,15 @@ class Checkpoint(Record, frozen=True, kw_only=True, omit_defaults=True, array_li
     Version 3 adds ``sends``: the map tasks of the superstep to run next,
     ``[node, arg]`` in the order the routes sent them (after ``next``'s tasks).
     A bide that predates it must refuse such a checkpoint, not drop its map.
+
+    Version 4 adds ``sends_at``: the seq of the checkpoint that planned this
+    superstep's Sends, which a later checkpoint of the same superstep (a pause,
+    say) refers to instead of storing them again (-1: its own ``sends``). A map
+    whose items pause one by one then writes bytes linear in its items.
     """
 
     TYPE: ClassVar[str] = "checkpoint"
-    VERSION: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 4
     VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("state", "waiting", "sends")
     OP_FIELDS: ClassVar[tuple[str, ...]] = ("deferred", "ops")
     run_id: str
@@ -109,6 +114,7 @@ class Checkpoint(Record, frozen=True, kw_only=True, omit_defaults=True, array_li
     fingerprint: str = ""
     at: float = 0.0
     sends: list[list[Any]] = []
+    sends_at: int = -1
 
 
 class PendingWrite(Record, frozen=True, kw_only=True, omit_defaults=True, array_like=True):

@@ -21,3 +21,9 @@ def test_bench_map_quick_prints_each_row_with_its_ratios(tmp_path):
         assert r["map"]["bytes_per_item"] > 0 and r["chain"]["bytes_per_item"] > 0
         assert r["time_ratio"] > 0 and r["bytes_ratio"] > 0
         assert r["bytes_ratio"] < 2  # each item's output is stored once, as in a chain
+    assert "that each pause once for an approval" in result.output
+    small, big = json.loads(out.read_text())["paused"]
+    assert (small["items"], big["items"]) == (20, 60) and big["resumes"] == 60
+    # flat per item (seen 975 -> 956 B): the pauses refer to the planned Sends
+    # (each re-storing them all: 1177 -> 1558 B, 1.32x)
+    assert big["bytes_per_item"] < 1.15 * small["bytes_per_item"], (small, big)

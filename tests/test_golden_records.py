@@ -85,9 +85,11 @@ UPGRADED = {
         "run_id": "r-1", "key": "6:b:0:0", "attempt": 2, "ok": False,
         "result": EXAMPLES["intent_completed"].result, "error": "declined",
         "error_type": "CardError", "via": "reconcile", "at": 6.5},
-    # v2 only changed the encoding: v1 decodes to today's example (v3 added sends)
-    "checkpoint@1": EXAMPLES["checkpoint"].view() | {"sends": []},
-    "checkpoint@2": EXAMPLES["checkpoint"].view() | {"sends": []},
+    # v2 only changed the encoding: v1 decodes to today's example (v3 added sends,
+    # v4 sends_at: an older checkpoint stores its own Sends)
+    "checkpoint@1": EXAMPLES["checkpoint"].view() | {"sends": [], "sends_at": -1},
+    "checkpoint@2": EXAMPLES["checkpoint"].view() | {"sends": [], "sends_at": -1},
+    "checkpoint@3": EXAMPLES["checkpoint"].view() | {"sends_at": -1},
     "pending_write@1": EXAMPLES["pending_write"].view(),
 }
 
