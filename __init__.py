@@ -26,6 +26,7 @@ from .engine.errors import (
     DurabilityLost,
     FlowError,
     FlowMismatch,
+    FollowTimeout,
     LangGraphThread,
     LogUnreadable,
     NewerSchema,
@@ -62,6 +63,7 @@ from .engine.errors import (
     UnknownStatus,
     UnknownVersion,
 )
+from .engine.events import Event
 from .engine.flow import END, Flow, append, merge
 from .engine.maintenance import DoctorReport, PruneReport
 from .engine.memory_store import MemoryStore
@@ -101,9 +103,11 @@ __all__ = [
     "DurabilityLost",
     "END",
     "Engine",
+    "Event",
     "Flow",
     "FlowError",
     "FlowMismatch",
+    "FollowTimeout",
     "IntentStatus",
     "LangGraphThread",
     "LogUnreadable",

@@ -156,6 +156,7 @@ class PgTables(PgReader):
         self.runs_read: set[str] = set()  # whose rows this transaction's reads depend on
         self.unbounded = False  # a scan not confined to one run's keys
         self.seqs: list[int] = []  # seqs taken with the locks, when the records were known
+        self.last: list[tuple[str, Any]] = []  # statements sent just before COMMIT
 
     def get(self, table: str, key: bytes) -> bytes | None:
         if table == LOG:
@@ -270,6 +271,8 @@ class PgTables(PgReader):
         """Send the buffered writes and COMMIT in one round trip."""
         def send() -> None:
             self._send()
+            for statement in self.last:
+                self.conn.execute(*statement)
             self.conn.execute("COMMIT")
 
         pipelined(self.conn, send)

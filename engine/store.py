@@ -237,6 +237,12 @@ class Store(Protocol):
             A function that removes the observer.
         """
 
+    def change_feed(self, run_id: str) -> Any:
+        """Wake-ups for a reader following ``run_id`` (``engine/change_feed.py``): a
+        ``ChangeFeed`` whose ``wait`` returns when a commit, by any process, may have
+        touched the run, without reading the store in a loop. Close it when done.
+        """
+
     def info(self) -> dict[str, Any]:
         """Sizes and usage: ``map_size``, ``used_bytes``, ``page_size``, ``file_bytes``,
         ``readers``, ``durability`` (a backend without a map reports its own measure)."""

@@ -108,3 +108,12 @@ def test_issue_14_copy_names_are_public():
     assert issubclass(bide.CopyRefused, bide.StoreError) and issubclass(bide.CopyRefused,
                                                                          bide.Conflict)
     assert callable(bide.Store.restore) and callable(bide.Store.copy_marker)
+
+
+def test_issue_15_follow_names_are_public():
+    assert {"Event", "FollowTimeout"} <= set(bide.__all__)
+    assert issubclass(bide.FollowTimeout, bide.RunError)
+    assert "FollowTimeout" in bide.engine.errors.__doc__  # drawn in the tree
+    assert callable(bide.Engine.follow) and callable(bide.Engine.afollow)
+    assert {"seq", "kind", "at", "node", "task", "status", "record"} <= set(
+        bide.Event.__dataclass_fields__)

@@ -1,0 +1,136 @@
+"""Following a run on a PostgreSQL home: ``LISTEN`` for the commits of the runs followed.
+
+A notifying COMMIT takes a cluster-wide lock (``wakeups``), so commits must not
+notify unless someone listens. A follower therefore says so in the store: a row
+in ``meta`` under ``follow <md5 of the run id> <pid> <backend start>`` (its
+listening session), written before it reads anything. Each commit ends with one
+more statement in its last round trip (``notify_statement``): ``pg_notify`` of
+the md5 of each of its runs that has such a row (a run id may be longer than a
+notification can carry) — a scan of the few rows of ``meta``, no extra round
+trip, and no notification (no lock) when nobody follows.
+
+A follower removes its row when it stops. One killed leaves its row behind: the
+next follower of any run removes rows whose session is gone. A row left over only
+makes commits of that run notify nobody, never a wrong answer; and a notification
+is a wake-up, not the truth (the follower reads the store again, and re-reads
+every few seconds anyway, which covers a commit made just before the row was seen).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from .errors import StoreError
+from .pg_reader import SCHEMA
+
+CHANNEL = "bide_follow"
+PREFIX = "follow "  # meta keys of followers: "follow <md5 of run id> <pid> <backend start>"
+
+
+def tag(run_id: str) -> str:
+    """What names a run in followers' rows and notifications: PostgreSQL's ``md5(run_id)``."""
+    return hashlib.md5(_utf8(run_id)).hexdigest()
+
+
+def _utf8(run_id: str) -> bytes:
+    """A run id's bytes (bytea: a store-level run id may hold a NUL, which text cannot)."""
+    return run_id.encode("utf-8", "surrogateescape")
+
+
+def notify_statement(run_ids: list[str]) -> tuple[str, tuple[Any, ...]]:
+    """The statement a commit of ``run_ids`` sends before COMMIT: notify each run some
+    follower listens for (``meta`` is a handful of rows: the scan costs microseconds)."""
+    return (f"SELECT pg_notify('{CHANNEL}', md5(r)) FROM unnest(%s::bytea[]) AS r WHERE "
+            f"EXISTS (SELECT 1 FROM {SCHEMA}.meta WHERE starts_with(key, %s || md5(r) || ' '))",
+            ([_utf8(r) for r in run_ids], PREFIX))
+
+
+class PgFollowFeed:
+    """The ``ChangeFeed`` of one run on a PostgreSQL home: its own connection, LISTENing,
+    with the follower's row in ``meta`` while it is open.
+
+    Raises:
+        StoreError: the server cannot be reached or refuses the row.
+    """
+
+    def __init__(self, url: str, shown: str, run_id: str, *, timeout: float = 30.0) -> None:
+        self.run_id, self.shown = run_id, shown
+        self._gone = threading.Event()  # never set: a timed wait once the connection is lost
+        try:
+            self._conn: psycopg.Connection[Any] | None = psycopg.connect(
+                url, autocommit=True, connect_timeout=max(int(timeout), 1),
+                application_name="bide-follow")
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"cannot follow runs at {shown}: {exc}", path=shown) from exc
+        try:
+            self._key = self._register(self._conn)
+        except psycopg.Error as exc:
+            self.close()
+            raise StoreError(f"cannot follow runs at {shown}: {exc}", path=shown) from exc
+
+    def _register(self, conn: psycopg.Connection[Any]) -> str:
+        conn.execute(f"LISTEN {CHANNEL}")
+        key = f"{PREFIX}{tag(self.run_id)} {_session(conn, 'pg_backend_pid()')}"
+        conn.execute(f"INSERT INTO {SCHEMA}.meta VALUES (%s, 'listening') "
+                     "ON CONFLICT (key) DO NOTHING", (key,))
+        self._sweep(conn)
+        return key
+
+    @staticmethod
+    def _sweep(conn: psycopg.Connection[Any]) -> None:
+        """Remove the rows of followers whose session is gone (killed, never closed)."""
+        live = {f"{pid} {started}" for pid, started in conn.execute(
+            f"SELECT pid, {_STARTED} FROM pg_stat_activity").fetchall()}
+        rows = conn.execute(f"SELECT key FROM {SCHEMA}.meta WHERE starts_with(key, %s)",
+                            (PREFIX,)).fetchall()
+        gone = [key for (key,) in rows if key.split(" ", 2)[2] not in live]
+        if gone:
+            conn.execute(f"DELETE FROM {SCHEMA}.meta WHERE key = ANY(%s)", (gone,))
+
+    def wait(self, timeout: float) -> bool:
+        conn = self._conn
+        if conn is None:  # lost: the follower's re-reads after each wait are all there is
+            self._gone.wait(timeout)
+            return True
+        mine = tag(self.run_id)
+        deadline = time.monotonic() + max(timeout, 0.0)
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                for note in conn.notifies(timeout=left, stop_after=1):
+                    if note.payload == mine:
+                        return True  # another run's commit: keep waiting
+        except psycopg.OperationalError:  # the server went away: the fallback re-read covers
+            self._lose()
+        return False
+
+    def close(self) -> None:
+        conn = self._conn
+        if conn is not None and not conn.broken:
+            try:
+                conn.execute(f"DELETE FROM {SCHEMA}.meta WHERE key = %s", (self._key,))
+            except (psycopg.Error, AttributeError):  # closing anyway; the next sweep removes it
+                pass
+        self._lose()
+
+    def _lose(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except psycopg.Error:  # a dead connection: nothing left to release
+                pass
+
+
+_STARTED = "extract(epoch FROM backend_start)::text"
+
+
+def _session(conn: psycopg.Connection[Any], pid: str) -> str:
+    """``<pid> <backend start>``: names a server session for as long as it lives."""
+    row = conn.execute(f"SELECT pid, {_STARTED} FROM pg_stat_activity WHERE pid = {pid}"
+                       ).fetchone()
+    return f"{row[0]} {row[1]}" if row else "0 0"
