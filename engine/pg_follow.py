@@ -3,11 +3,10 @@
 A notifying COMMIT takes a cluster-wide lock (``wakeups``), so commits must not
 notify unless someone listens. A follower therefore says so in the store: a row
 in ``meta`` under ``follow <md5 of the run id> <pid> <backend start>`` (its
-listening session), written before it reads anything. Each commit ends with one
-more statement in its last round trip (``notify_statement``): ``pg_notify`` of
-the md5 of each of its runs that has such a row (a run id may be longer than a
-notification can carry) — a scan of the few rows of ``meta``, no extra round
-trip, and no notification (no lock) when nobody follows.
+listening session), written before it reads anything. Each commit's statement
+that inserts its log rows also runs ``notify_statement``: ``pg_notify`` of the
+md5 of each of its runs that has such a row — a scan of the few rows of ``meta``,
+no extra statement or round trip, and no notification (no lock) when nobody follows.
 
 A follower removes its row when it stops. One killed leaves its row behind: the
 next follower of any run removes rows whose session is gone. A row left over only
@@ -33,21 +32,21 @@ PREFIX = "follow "  # meta keys of followers: "follow <md5 of run id> <pid> <bac
 
 
 def tag(run_id: str) -> str:
-    """What names a run in followers' rows and notifications: PostgreSQL's ``md5(run_id)``."""
+    """What names a run in followers' rows and notifications: the md5 of its id (a run id
+    may be longer than a notification carries, or hold a NUL that text cannot)."""
     return hashlib.md5(_utf8(run_id)).hexdigest()
 
 
 def _utf8(run_id: str) -> bytes:
-    """A run id's bytes (bytea: a store-level run id may hold a NUL, which text cannot)."""
-    return run_id.encode("utf-8", "surrogateescape")
+    return run_id.encode("utf-8", "surrogateescape")  # a store-level id may hold a NUL
 
 
 def notify_statement(run_ids: list[str]) -> tuple[str, tuple[Any, ...]]:
-    """The statement a commit of ``run_ids`` sends before COMMIT: notify each run some
+    """The SELECT a commit of ``run_ids`` sends with its log rows: notify each run some
     follower listens for (``meta`` is a handful of rows: the scan costs microseconds)."""
-    return (f"SELECT pg_notify('{CHANNEL}', md5(r)) FROM unnest(%s::bytea[]) AS r WHERE "
-            f"EXISTS (SELECT 1 FROM {SCHEMA}.meta WHERE starts_with(key, %s || md5(r) || ' '))",
-            ([_utf8(r) for r in run_ids], PREFIX))
+    return (f"SELECT pg_notify('{CHANNEL}', t) FROM unnest(%s::text[]) AS t WHERE EXISTS "
+            f"(SELECT 1 FROM {SCHEMA}.meta WHERE starts_with(key, %s || t || ' '))",
+            ([tag(r) for r in run_ids], PREFIX))
 
 
 class PgFollowFeed:

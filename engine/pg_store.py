@@ -433,7 +433,7 @@ class PostgresStore(Observed):
             for seq, record, raw in zip(seqs, batch, raws, strict=True):
                 apply(txn, seq, len(raw), record)
             _announce(txn, batch)
-            txn.last.append(notify_statement(sorted(_runs_of(batch))))  # followers (pg_follow)
+            _notify_followers(txn, batch)
             return seqs
 
         def landed(r: PgReader, seqs: list[int]) -> bool:
@@ -575,6 +575,12 @@ def _announce(txn: PgTables, batch: Sequence[Record]) -> None:
     if woken:
         txn.conn.execute("SELECT pg_notify(%s, w) FROM unnest(%s::text[]) AS w",
                          (CHANNEL, woken))
+
+
+def _notify_followers(txn: PgTables, batch: Sequence[Record]) -> None:
+    """Notify, at COMMIT, the followers of this commit's runs (``pg_follow``): a SELECT
+    joined to the statement that inserts the commit's log rows (``PgTables.with_log``)."""
+    txn.with_log = notify_statement(sorted(_runs_of(batch)))
 
 
 def _begin_snapshot(conn: psycopg.Connection[Any], sql: str) -> None:

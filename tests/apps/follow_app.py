@@ -47,6 +47,7 @@ gated = bide.Flow("gated")
 
 @gated.node(start=True)
 def first(state, ctx):
+    effect(f"first {ctx.run_id}")
     return {"first": True}
 
 
@@ -56,7 +57,14 @@ def wait_gate(state, ctx):
     deadline = time.monotonic() + 60
     while gate and not os.path.exists(gate) and time.monotonic() < deadline:
         time.sleep(0.01)
+    effect(f"wait_gate {ctx.run_id}")
     return {"gated": True}
+
+
+@gated.node(after=["wait_gate"])
+def last(state, ctx):
+    effect(f"last {ctx.run_id}")
+    return {"last": True}
 
 
 asks = bide.Flow("asks")
