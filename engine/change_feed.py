@@ -9,7 +9,12 @@ covers that. Each backend gives the fastest wake-up it has:
 - LMDB: ``inotify`` on ``data.mdb``. LMDB writes committed pages and the meta page
   with ``pwrite`` (bide never uses ``writemap``), which the kernel reports as
   ``IN_MODIFY`` to every process watching the file, at once, with no thread and no
-  CPU while nothing happens. Where inotify is missing (not Linux), this process's
+  CPU while nothing happens. A write is not yet a commit others can read: LMDB
+  writes data pages, then the meta page, and only then publishes the new
+  transaction id in ``lock.mdb`` where readers look. So a wake-up waits (a few
+  milliseconds at most) until that id moved (``version``): a reader woken by the
+  last write of a commit would otherwise read the transaction before it and wait
+  for a next write that may never come. Where inotify is missing (not Linux), this process's
   commits only (the fallback re-read is then the way to see another process's).
 - Any store, in this process: its ``on_commit`` observers (``ObservedFeed``); the
   memory store has nothing else (and LMDB falls back to it without inotify).
@@ -24,6 +29,7 @@ import errno
 import os
 import select
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -69,14 +75,21 @@ class ObservedFeed:
         self._remove()
 
 
+SETTLE = (0.0, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064)  # seconds, ~0.13 s
+
+
 class InotifyFeed:
     """``IN_MODIFY`` of one file, as a file descriptor ``poll`` can wait on (Linux).
+
+    Args:
+        version: what readers of the file go by (LMDB's last transaction id); a
+            write wakes ``wait`` once it moved (see the module docstring).
 
     Raises:
         OSError: inotify is not available (not Linux) or the file cannot be watched.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, version: Callable[[], int] | None = None) -> None:
         libc = _libc()
         fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if fd < 0:
@@ -86,6 +99,8 @@ class InotifyFeed:
             os.close(fd)
             raise OSError(code, f"cannot watch {path}", str(path))
         self.fd: int | None = fd
+        self._version = version
+        self._seen = None if version is None else version()
 
     def wait(self, timeout: float) -> bool:
         fd = self.fd
@@ -93,10 +108,25 @@ class InotifyFeed:
             raise ValueError("the feed is closed")
         poller = select.poll()
         poller.register(fd, select.POLLIN)
-        if not poller.poll(max(timeout, 0.0) * 1000):
-            return False
-        self._drain(fd)
-        return True
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while poller.poll(max(deadline - time.monotonic(), 0.0) * 1000):
+            self._drain(fd)
+            if self._published():
+                return True
+        return False
+
+    def _published(self) -> bool:
+        """Has the version moved since the last wake-up (waiting for it briefly)? A write
+        whose commit stays unpublished longer is seen at the follower's fallback re-read."""
+        if self._version is None:
+            return True
+        for pause in SETTLE:
+            time.sleep(pause)
+            now = self._version()
+            if now != self._seen:
+                self._seen = now
+                return True
+        return False
 
     @staticmethod
     def _drain(fd: int) -> bool:
@@ -117,12 +147,13 @@ class InotifyFeed:
             os.close(fd)
 
 
-def file_feed(path: Path, on_commit: Callable[[Observer], Callable[[], None]]) -> ChangeFeed:
+def file_feed(path: Path, on_commit: Callable[[Observer], Callable[[], None]],
+              version: Callable[[], int] | None = None) -> ChangeFeed:
     """The feed of a store kept in the file ``path`` (LMDB's ``data.mdb``): inotify when
     the OS has it (every process's commits, this one's too), else this process's commits
     only (another process's are then seen by the follower's fallback re-read)."""
     try:
-        return InotifyFeed(path)
+        return InotifyFeed(path, version)
     except (OSError, AttributeError):  # not Linux (no inotify in libc), or an odd filesystem
         return ObservedFeed(on_commit)
 

@@ -516,8 +516,15 @@ class LMDBStore(Observed):
             _release_env(self.path)
 
     def change_feed(self, run_id: str) -> ChangeFeed:
-        """Wake-ups for a follower: ``data.mdb`` written by any process (inotify)."""
-        return file_feed(self.path / "data.mdb", self.on_commit)
+        """Wake-ups for a follower: ``data.mdb`` written by any process (inotify), once the
+        commit is published (its transaction id, what a new read transaction starts at)."""
+        return file_feed(self.path / "data.mdb", self.on_commit, version=self._published)
+
+    def _published(self) -> int:
+        """The transaction a new reader starts at (``lock.mdb``'s, not the newest meta
+        page's, which ``env.info()`` reports and which is written before it)."""
+        with self.reader() as r:
+            return int(r.txn.id())
 
     def _check_format(self) -> None:
         def check(txn: lmdb.Transaction[bytes]) -> None:
