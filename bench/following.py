@@ -130,7 +130,7 @@ def idle_cpu(bench: _Bench, home: str, seconds: float) -> dict[str, Any]:
         used, wall = _cpu(proc.pid) - before, time.monotonic() - t0
     finally:
         proc.terminate()
-        proc.wait(30)
+        proc.communicate(timeout=30)
     return {"seconds": round(wall, 1), "cpu_ms": round(1000 * used, 1),
             "idle_cpu_pct": round(100 * used / wall, 3)}
 

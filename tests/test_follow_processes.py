@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,8 @@ class Follower:
         self.error: BaseException | None = None
         options.setdefault("fallback", HOUR)
         options.setdefault("timeout", DEADLINE)
+        self.timeout, self.started = options["timeout"], time.monotonic()
+        self.ended: float | None = None
         self._events = eng.follow(run_id, **options)
         self.thread = threading.Thread(target=self._run, name="test-follower", daemon=True)
         self.thread.start()
@@ -116,6 +119,7 @@ class Follower:
                 self.events.append(event)
         except BaseException as exc:  # checked by the test
             self.error = exc
+        self.ended = time.monotonic()
 
     def saw(self, text: str) -> bool:
         return any(text in e.summary for e in list(self.events))
@@ -124,6 +128,9 @@ class Follower:
         self.thread.join(DEADLINE + 10)
         assert not self.thread.is_alive(), "the follower did not stop"
         assert self.error is None, self.error
+        # at its deadline a follow reads once more: ending there means a wake-up was missed
+        assert self.ended is not None and self.ended - self.started < self.timeout - 1, \
+            "the follow ended only at its deadline: a wake-up was missed"
         return self.events
 
 
@@ -286,3 +293,63 @@ def test_a_worker_killed_mid_run_is_taken_over_while_followed(lmdb_place):
     assert [e.record.token for e in events if e.kind == "lease_acquired"] == [1, 2]
     effects = count_lines(place.effects)
     assert effects[f"first {run_id}"] == 1 and effects[f"wait_gate {run_id}"] == 1
+
+
+# -- PostgreSQL: who is notified, and a follower killed without closing ----------------------
+@pytest.fixture
+def pg_home(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
+    pytest.importorskip("psycopg")
+    p = Place(tmp_path, request.getfixturevalue("pg_url"))
+    yield p
+    p.stop_all()
+
+
+def _follow_rows(eng: bide.Engine) -> list[str]:
+    from bide.engine.pg_follow import PREFIX
+    from bide.engine.pg_reader import SCHEMA
+
+    with eng.store.reader() as r:
+        return sorted(k for (k,) in r.conn.execute(  # type: ignore[attr-defined]
+            f"SELECT key FROM {SCHEMA}.meta WHERE starts_with(key, %s)", (PREFIX,)))
+
+
+def _follow_sessions(eng: bide.Engine) -> int:
+    with eng.store.reader() as r:
+        return int(r.conn.execute(  # type: ignore[attr-defined]
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bide-follow'"
+        ).fetchone()[0])
+
+
+def test_a_commit_notifies_only_runs_someone_follows(pg_home):
+    import psycopg
+    from bide.engine.pg_follow import CHANNEL, tag
+
+    with pg_home.open() as eng, psycopg.connect(pg_home.url, autocommit=True) as ears:
+        ears.execute(f"LISTEN {CHANNEL}")
+        quiet, followed = eng.submit("steps"), eng.submit("steps")
+        assert list(ears.notifies(timeout=0.3)) == []  # nobody follows: no NOTIFY at all
+        events = eng.follow(followed, timeout=DEADLINE)
+        next(events)  # registered now
+        eng.resume(quiet)
+        assert list(ears.notifies(timeout=0.3)) == []
+        eng.resume(followed)
+        heard = {n.payload for n in ears.notifies(timeout=1.0)}
+        assert heard == {tag(followed)}
+        events.close()
+
+
+def test_a_killed_followers_row_is_swept_by_the_next_follower(pg_home):
+    with pg_home.open() as eng:
+        run_id = eng.submit("steps")
+        shown = pg_home.start("log", run_id, "--home", pg_home.url, "--follow")
+        _lines(shown, 2)
+        shown.send_signal(signal.SIGKILL)  # no close: its row stays behind
+        shown.wait(DEADLINE)
+        assert len(_follow_rows(eng)) == 1
+        assert wait_for(lambda: _follow_sessions(eng) == 0, DEADLINE)  # the server saw it die
+        events = eng.follow(run_id, timeout=DEADLINE)
+        next(events)
+        mine = _follow_rows(eng)
+        assert len(mine) == 1  # the dead session's row is gone, this one's is there
+        events.close()
+        assert _follow_rows(eng) == []
