@@ -75,7 +75,9 @@ class ObservedFeed:
         self._remove()
 
 
-SETTLE = (0.0, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064)  # seconds, ~0.13 s
+# seconds between looks at the version after a write: fine at first (a commit is
+# published within a few milliseconds of its first write), then backing off; ~0.13 s
+SETTLE = (0.0, *(0.00025,) * 20, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064)
 
 
 class InotifyFeed:
