@@ -3,7 +3,8 @@
 Each command parses its arguments, calls one library function, and prints a
 table for people or JSON with ``--json``. Exit codes: 0 ok, 1 the thing asked
 about is in a bad state (e.g. ``doctor`` found problems, a resumed run failed),
-2 usage error, 3 not found (run, version, approval, home). Reading commands
+2 usage error, 3 not found (run, version, approval, home); ``bide run``: 4 the run
+waits for a person; 130 Ctrl-C (``bide run``, ``bide log --follow``). Reading commands
 open the home with ``create=False`` and only read, so they work while a
 watcher or an app is writing.
 
@@ -834,10 +835,11 @@ def _outcome_text(doc: dict[str, Any]) -> str:
 def _how_to_decide(run_id: str, waiting: dict[str, Any]) -> str:
     """What the paused run waits for and the commands that decide and continue it."""
     approval = waiting.get("approval_id", "?")
+    how = f"answer with `bide answer {approval} VALUE_JSON`" if waiting.get("type") == "input" \
+        else f"decide with `bide approve {approval}` (or --reject)"
     return (f"{run_id} waits for {waiting.get('type', 'a decision')} {approval} in node "
-            f"{waiting.get('node_id')}: decide with `bide approve {approval}` (or --reject; "
-            f"`bide pending` lists what waits), then `bide resume {run_id} --app ...` or let "
-            "`bide watch` continue it")
+            f"{waiting.get('node_id')}: {how} (`bide pending` lists what waits), then "
+            f"`bide resume {run_id} --app ...` or let `bide watch` continue it")
 
 
 def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
