@@ -13,6 +13,8 @@ lock per run), so "after the cursor" has no gaps and no repeats.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator, Generator
 from typing import Any
@@ -35,22 +37,24 @@ def stops(status: str, through_pauses: bool) -> bool:
 
 def follow(store: Store, run_id: str, *, since: int | None = None,
            through_pauses: bool = False, timeout: float | None = None,
-           fallback: float = FALLBACK) -> Events:
+           fallback: float = FALLBACK, stop: threading.Event | None = None) -> Events:
     """The run's events after ``since`` (a seq; None: from its first record), live.
 
     Raises UnknownRun at once (not at the first ``next``) for a run that does not exist.
-    See ``Engine.follow`` for the arguments.
+    See ``Engine.follow`` for the arguments; ``stop``, set from another thread, ends the
+    follow after its current wait (a generator busy in another thread cannot be closed).
     """
     with store.reader() as r:
         if r.head(run_id) is None:
             raise UnknownRun(run_id)
     if fallback <= 0:
         raise ValueError(f"fallback must be a positive number of seconds, not {fallback!r}")
-    return _follow(store, run_id, since, through_pauses, timeout, fallback)
+    return _follow(store, run_id, since, through_pauses, timeout, fallback,
+                   stop or threading.Event())
 
 
 def _follow(store: Store, run_id: str, since: int | None, through_pauses: bool,
-            timeout: float | None, fallback: float) -> Events:
+            timeout: float | None, fallback: float, stop: threading.Event) -> Events:
     deadline = None if timeout is None else time.monotonic() + timeout
     feed = store.change_feed(run_id)
     cursor = since
@@ -68,6 +72,8 @@ def _follow(store: Store, run_id: str, since: int | None, through_pauses: bool,
                 if wait <= 0:
                     raise FollowTimeout(run_id, timeout or 0.0, status, cursor)
             feed.wait(wait)
+            if stop.is_set():
+                return
     finally:
         feed.close()
 
@@ -86,16 +92,18 @@ def _read(store: Store, run_id: str, cursor: int | None) -> tuple[list[Event], s
 async def afollow(store: Store, run_id: str, **options: Any) -> AsyncIterator[Event]:
     """``follow`` for async code: each wait happens in bide's thread pool, never on the loop.
 
-    Closing the iterator early (``break``, cancellation) closes the follow, and its
+    Closing the iterator early (``break``, cancellation) ends the follow, and closes its
     feed, once the wait under way ends (at most ``fallback`` seconds; pass a small
     one where that matters).
     """
-    events = await off_loop(follow, store, run_id, **options)
+    stop = threading.Event()
+    events = await off_loop(follow, store, run_id, stop=stop, **options)
     done = object()
     try:
         while (event := await off_loop(next, events, done)) is not done:
             yield event
     finally:
+        stop.set()  # the thread still inside ``next`` (a cancellation) returns after its wait
         await _close(events)
 
 
@@ -106,5 +114,5 @@ async def _close(events: Events) -> None:
         try:
             await off_loop(events.close)
             return
-        except ValueError:  # generator already executing: its wait ends within `fallback`
-            await off_loop(time.sleep, 0.05)
+        except ValueError:  # generator already executing: it stops after its wait
+            await asyncio.sleep(0.05)

@@ -180,3 +180,26 @@ def _follower_rows(eng: bide.Engine) -> list[str]:
     with eng.store.reader() as r:
         return [k for (k,) in r.conn.execute(  # type: ignore[attr-defined]
             f"SELECT key FROM {SCHEMA}.meta WHERE starts_with(key, %s)", (PREFIX,))]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_an_async_follow_cancelled_while_waiting_releases_its_feed(eng):
+    run_id = eng.submit("steps")  # nobody advances it: the follow waits
+    before = _open_fds()
+
+    async def cancel_while_waiting() -> None:
+        got: list[Event] = []
+
+        async def consume() -> None:
+            async for event in eng.afollow(run_id, timeout=DEADLINE, fallback=0.2):
+                got.append(event)
+
+        task = asyncio.create_task(consume())
+        while len(got) < 2:  # both records read: it waits on its feed now
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(asyncio.wait_for(cancel_while_waiting(), DEADLINE))
+    assert _open_fds() <= before
