@@ -14,6 +14,7 @@ lock per run), so "after the cursor" has no gaps and no repeats.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import AsyncIterator, Generator
@@ -26,6 +27,7 @@ from .store import Store
 from .vocabulary import FINISHED, WAITING, Status
 
 FALLBACK = 2.0  # seconds between re-reads when no wake-up comes
+BATCH = 500  # events read per snapshot
 Events = Generator[Event, None, None]  # close() it to release the feed early
 PAUSED = WAITING | {Status.INTERRUPTED}  # waits for a person, or was let go by its worker
 
@@ -64,6 +66,8 @@ def _follow(store: Store, run_id: str, since: int | None, through_pauses: bool,
             for event in events:
                 yield event
                 cursor = event.seq
+            if len(events) == BATCH:  # more may be there already: read on before deciding
+                continue
             if stops(status, through_pauses):
                 return
             wait = fallback
@@ -79,14 +83,15 @@ def _follow(store: Store, run_id: str, since: int | None, through_pauses: bool,
 
 
 def _read(store: Store, run_id: str, cursor: int | None) -> tuple[list[Event], str]:
-    """The run's events after ``cursor`` and its status, from one snapshot."""
+    """Up to ``BATCH`` of the run's events after ``cursor``, and its status, from one
+    snapshot (a long run's history is read a batch at a time, not all in memory)."""
     with store.reader() as r:
         head = r.head(run_id)
         if head is None:  # removed while followed (prune of a finished run)
             raise UnknownRun(run_id)
         start = 0 if cursor is None else cursor + 1
-        events = [read_event(r, run_id, seq, kind) for seq, kind in r.run_entries(run_id, start)]
-        return events, head.status
+        entries = itertools.islice(r.run_entries(run_id, start), BATCH)
+        return [read_event(r, run_id, seq, kind) for seq, kind in entries], head.status
 
 
 async def afollow(store: Store, run_id: str, **options: Any) -> AsyncIterator[Event]:

@@ -203,3 +203,14 @@ def test_an_async_follow_cancelled_while_waiting_releases_its_feed(eng):
 
     asyncio.run(asyncio.wait_for(cancel_while_waiting(), DEADLINE))
     assert _open_fds() <= before
+
+
+def test_a_history_longer_than_a_batch_arrives_whole(eng, monkeypatch):
+    from bide.engine import follow as following
+
+    monkeypatch.setattr(following, "BATCH", 2)  # every read is a full batch but the last
+    run = eng.start("steps", {"topic": "t"})
+    events = list(eng.follow(run.run_id, timeout=DEADLINE))
+    assert dicts(events) == eng.log(run.run_id) and len(events) > 4
+    tail = list(eng.follow(run.run_id, since=events[1].seq, timeout=DEADLINE))
+    assert dicts(tail) == eng.log(run.run_id)[2:]
