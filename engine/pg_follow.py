@@ -58,19 +58,20 @@ class PgFollowFeed:
     """
 
     def __init__(self, url: str, shown: str, run_id: str, *, timeout: float = 30.0) -> None:
-        self.run_id, self.shown = run_id, shown
-        self._gone = threading.Event()  # never set: a timed wait once the connection is lost
+        self.url, self.run_id, self.shown, self.timeout = url, run_id, shown, timeout
+        self._pause = threading.Event()  # never set: paces reconnecting after a loss
+        self._key: str | None = None  # this follower's row in meta, once written
+        self._conn: psycopg.Connection[Any] | None = None
         try:
-            self._conn: psycopg.Connection[Any] | None = psycopg.connect(
-                url, autocommit=True, connect_timeout=max(int(timeout), 1),
-                application_name="bide-follow")
-        except psycopg.OperationalError as exc:
-            raise StoreError(f"cannot follow runs at {shown}: {exc}", path=shown) from exc
-        try:
-            self._key = self._register(self._conn)
+            self._connect()
         except psycopg.Error as exc:
             self.close()
             raise StoreError(f"cannot follow runs at {shown}: {exc}", path=shown) from exc
+
+    def _connect(self) -> None:
+        self._conn = psycopg.connect(self.url, autocommit=True, application_name="bide-follow",
+                                     connect_timeout=max(int(self.timeout), 1))
+        self._key = self._register(self._conn)
 
     def _register(self, conn: psycopg.Connection[Any]) -> str:
         conn.execute(f"LISTEN {CHANNEL}")
@@ -83,36 +84,43 @@ class PgFollowFeed:
     @staticmethod
     def _sweep(conn: psycopg.Connection[Any]) -> None:
         """Remove the rows of followers whose session is gone (killed, never closed)."""
-        live = {f"{pid} {started}" for pid, started in conn.execute(
-            f"SELECT pid, {_STARTED} FROM pg_stat_activity").fetchall()}
+        sessions = conn.execute(f"SELECT pid, {_STARTED} FROM pg_stat_activity").fetchall()
+        live = {f"{pid} {started}" for pid, started in sessions}
+        hidden = {str(pid) for pid, started in sessions if started is None}  # another role's
         rows = conn.execute(f"SELECT key FROM {SCHEMA}.meta WHERE starts_with(key, %s)",
                             (PREFIX,)).fetchall()
-        gone = [key for (key,) in rows if key.split(" ", 2)[2] not in live]
+        gone = [key for (key,) in rows if key.split(" ", 2)[2] not in live
+                and key.split(" ")[2] not in hidden]
         if gone:
             conn.execute(f"DELETE FROM {SCHEMA}.meta WHERE key = ANY(%s)", (gone,))
 
     def wait(self, timeout: float) -> bool:
         conn = self._conn
-        if conn is None:  # lost: the follower's re-reads after each wait are all there is
-            self._gone.wait(timeout)
+        if conn is None:  # lost (the server restarted): listen again, paced, then re-read
+            self._pause.wait(min(timeout, 1.0))
+            try:
+                self._connect()
+            except psycopg.Error:  # still down: the follower re-reads and comes back here
+                self._lose()
             return True
         mine = tag(self.run_id)
         deadline = time.monotonic() + max(timeout, 0.0)
         try:
             while (left := deadline - time.monotonic()) > 0:
                 for note in conn.notifies(timeout=left, stop_after=1):
-                    if note.payload == mine:
-                        return True  # another run's commit: keep waiting
-        except psycopg.OperationalError:  # the server went away: the fallback re-read covers
+                    if note.payload == mine:  # else another run's commit: keep waiting
+                        return True
+        except psycopg.OperationalError:  # the server went away: re-read, then listen again
             self._lose()
+            return True
         return False
 
     def close(self) -> None:
         conn = self._conn
-        if conn is not None and not conn.broken:
+        if conn is not None and not conn.broken and self._key is not None:
             try:
                 conn.execute(f"DELETE FROM {SCHEMA}.meta WHERE key = %s", (self._key,))
-            except (psycopg.Error, AttributeError):  # closing anyway; the next sweep removes it
+            except psycopg.Error:  # closing anyway; the next follower's sweep removes it
                 pass
         self._lose()
 

@@ -353,3 +353,17 @@ def test_a_killed_followers_row_is_swept_by_the_next_follower(pg_home):
         assert len(mine) == 1  # the dead session's row is gone, this one's is there
         events.close()
         assert _follow_rows(eng) == []
+
+
+def test_a_follow_listens_again_after_the_server_restarts(pg_home, pg_cluster):
+    with pg_home.open() as eng:
+        run_id = eng.submit("steps")
+        follower = Follower(eng, run_id)
+        assert wait_for(lambda: len(follower.events) == 2, DEADLINE)
+        pg_cluster.restart("fast")  # its LISTEN connection is dropped
+        worker = pg_home.start("resume", run_id, "--home", pg_home.url, "--app",
+                               "follow_app:flows")
+        assert worker.wait(DEADLINE) == 0, worker.communicate()
+        events = follower.join()  # fallback an hour: heard through the new connection
+        assert eng.get(run_id).status == Status.DONE
+    assert dicts(events) == pg_home.log_json(run_id)
