@@ -26,6 +26,7 @@ from .engine.errors import (
     DurabilityLost,
     FlowError,
     FlowMismatch,
+    FollowTimeout,
     InvalidAnswer,
     LangGraphThread,
     LogUnreadable,
@@ -65,6 +66,7 @@ from .engine.errors import (
     UnknownStatus,
     UnknownVersion,
 )
+from .engine.events import Event
 from .engine.flow import END, Flow, append, merge
 from .engine.maintenance import DoctorReport, PruneReport
 from .engine.memory_store import MemoryStore
@@ -105,9 +107,11 @@ __all__ = [
     "DurabilityLost",
     "END",
     "Engine",
+    "Event",
     "Flow",
     "FlowError",
     "FlowMismatch",
+    "FollowTimeout",
     "IntentStatus",
     "InvalidAnswer",
     "LangGraphThread",

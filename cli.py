@@ -3,7 +3,8 @@
 Each command parses its arguments, calls one library function, and prints a
 table for people or JSON with ``--json``. Exit codes: 0 ok, 1 the thing asked
 about is in a bad state (e.g. ``doctor`` found problems, a resumed run failed),
-2 usage error, 3 not found (run, version, approval, home). Reading commands
+2 usage error, 3 not found (run, version, approval, home); ``bide run``: 4 the run
+waits for a person; 130 Ctrl-C (``bide run``, ``bide log --follow``). Reading commands
 open the home with ``create=False`` and only read, so they work while a
 watcher or an app is writing.
 
@@ -18,7 +19,9 @@ import errno
 import importlib
 import os
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -32,9 +35,11 @@ from . import (
     Decision,
     DecisionNotAllowed,
     Engine,
+    Event,
     Flow,
     IntentStatus,
     NotFound,
+    RunExists,
     Status,
     UnknownKey,
     UnknownStatus,
@@ -227,9 +232,18 @@ def _show_text(d: dict[str, Any], now: float) -> str:
 @main.command()
 @common_options
 @click.argument("run_id", metavar="RUN", type=RUN_ID)
-def log(home: Path, as_json: bool, run_id: str) -> None:
+@click.option("-f", "--follow", "follow", is_flag=True,
+              help="Print the records as they are committed, until the run finishes or "
+                   "pauses. Ctrl-C stops: exit 130.")
+@click.option("--through-pauses", is_flag=True,
+              help="With --follow: go on while the run waits for a person, until it finishes.")
+def log(home: Path, as_json: bool, run_id: str, follow: bool, through_pauses: bool) -> None:
     """The run's timeline: every record in order, with sizes (JSON lines with --json)."""
-    entries = _engine(home).log(run_id)
+    engine = _engine(home)
+    if follow or through_pauses:
+        _follow(engine, run_id, as_json, through_pauses=through_pauses)
+        return
+    entries = engine.log(run_id)
     if as_json:
         for entry in entries:
             click.echo(to_json(entry, indent=None))
@@ -238,6 +252,30 @@ def log(home: Path, as_json: bool, run_id: str) -> None:
     click.echo(table(["SEQ>", "TYPE", "BYTES>", "AGE", "WHAT~"],
                      [[e["seq"], e["type"], size(e["bytes"]), ago(e["at"], now), e["summary"]]
                       for e in entries]))
+
+
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+
+
+def _follow(engine: Engine, run_id: str, as_json: bool, *, through_pauses: bool) -> None:
+    """Print the run's events as they are committed (``Engine.follow``); Ctrl-C exits 130."""
+    events = engine.follow(run_id, through_pauses=through_pauses)
+    try:
+        for event in events:
+            click.echo(_event_line(event, as_json))
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        events.close()
+
+
+def _event_line(event: Event, as_json: bool) -> str:
+    """One event: its ``bide log --json`` object, or ``seq  time  type  what`` for people."""
+    if as_json:
+        return to_json(event.to_dict(), indent=None)
+    when = time.strftime("%H:%M:%S", time.localtime(event.at)) if event.at else "--:--:--"
+    return f"{event.seq:>6}  {when}  {event.kind:<16}  {event.summary}"
 
 
 @main.command()
@@ -732,13 +770,124 @@ def _json_arg(text: str) -> Any:
 def submit(flow_name: str, home: Path, input_json: str, run_id: str | None,
            apps: tuple[str, ...]) -> None:
     """Record a PENDING run and return at once; `bide watch` runs it."""
-    data = _json_arg(input_json)
-    if not isinstance(data, dict):
-        raise click.BadParameter("--input must be a JSON object")
+    data = _input_object(input_json)
     with open_home(home) as eng:
         for spec in apps:
             eng.register(*load_flows(spec))
         click.echo(eng.submit(flow_name, input=data, run_id=run_id))
+
+
+def _input_object(text: str) -> dict[str, Any]:
+    """``--input``: a JSON object (``submit`` and ``run`` take the same)."""
+    data = _json_arg(text)
+    if not isinstance(data, dict):
+        raise click.BadParameter("--input must be a JSON object")
+    return data
+
+
+EXIT_PAUSED = 4  # bide run: the run waits for a person (decide, then resume or watch)
+
+
+@main.command("run")
+@click.argument("flow_name", metavar="FLOW")
+@click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
+              show_default=True, help="The bide home directory (created if missing), or a "
+                                      "postgresql:// URL.")
+@click.option("--input", "input_json", default="{}", help="The run's input, as a JSON object.")
+@click.option("--run-id", type=RUN_ID, help="The run id (generated when absent).")
+@click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
+              help="Where the flow is defined (a Flow, or a list or tuple of Flows).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Events as JSON lines, then the outcome as one JSON object.")
+def run_flow(flow_name: str, home: Path, input_json: str, run_id: str | None,
+             apps: tuple[str, ...], as_json: bool) -> None:
+    """Start a run in this process, print its records live, end with its final state.
+
+    Exit 0 when it is DONE; 4 when it waits for a person (printed: what, and how to
+    decide); 1 when it FAILED or was cancelled; 130 on Ctrl-C (the run stays resumable).
+    """
+    data = _input_object(input_json)
+    with open_home(home) as eng:
+        for spec in apps:
+            eng.register(*load_flows(spec))
+        eng.flow(flow_name)  # UnknownFlow before anything is written
+        if run_id is not None and _exists(eng, run_id):
+            raise RunExists(run_id)
+        try:
+            run, stopped = _run_followed(eng, flow_name, data, run_id, as_json)
+        except KeyboardInterrupt:  # the second Ctrl-C: leave now, the run stays resumable
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        doc = {"run_id": run.run_id, "status": run.status, "state_version": run.state_version,
+               "state": run.state, "waiting": run.waiting, "error": run.error}
+        click.echo(to_json(doc, indent=None) if as_json else _outcome_text(doc))
+    if stopped:
+        raise click.exceptions.Exit(EXIT_INTERRUPTED)
+    if run.status == Status.DONE:
+        return
+    if run.status.waiting:
+        click.echo(_how_to_decide(run.run_id, run.waiting or {}), err=True)
+        raise click.exceptions.Exit(EXIT_PAUSED)
+    raise click.exceptions.Exit(EXIT_BAD_STATE)
+
+
+def _run_followed(eng: Engine, flow_name: str, data: dict[str, Any], run_id: str | None,
+                  as_json: bool) -> tuple[Any, bool]:
+    """``eng.start`` in a thread of its own while this one prints its events (so Ctrl-C
+    lands here). Returns the run once it finished or paused and every event is out, and
+    whether Ctrl-C stopped it (at the next boundary: INTERRUPTED, resumable)."""
+    run_id = run_id or f"r-{uuid.uuid4().hex[:12]}"
+    outcome: dict[str, Any] = {}
+
+    def start() -> None:
+        try:
+            outcome["run"] = eng.start(flow_name, input=data, run_id=run_id)
+        except BaseException as exc:  # handed to the main thread, raised there
+            outcome["error"] = exc
+
+    runner = threading.Thread(target=start, name=f"bide-run-{run_id}", daemon=True)
+    runner.start()
+    stopped = False
+    try:
+        while not _exists(eng, run_id) and runner.is_alive():  # start's first commit
+            runner.join(0.01)
+        if _exists(eng, run_id):
+            for event in eng.follow(run_id):
+                click.echo(_event_line(event, as_json))
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        eng.stopping.set()
+        stopped = True
+        click.echo("stopping at the next boundary (Ctrl-C again leaves at once); the run "
+                   "stays resumable", err=True)
+    runner.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["run"], stopped
+
+
+def _exists(eng: Engine, run_id: str) -> bool:
+    try:
+        eng.get(run_id)
+    except NotFound:
+        return False
+    return True
+
+
+def _outcome_text(doc: dict[str, Any]) -> str:
+    head = f"{doc['run_id']}: {doc['status']} (state_version {doc['state_version']})"
+    if doc["error"]:
+        head += f"\nerror: {first_line(doc['error'])}"
+    return f"{head}\n{to_json(doc['state'])}"
+
+
+def _how_to_decide(run_id: str, waiting: dict[str, Any]) -> str:
+    """What the paused run waits for and the commands that decide and continue it."""
+    approval = waiting.get("approval_id", "?")
+    how = f"answer with `bide answer {approval} VALUE_JSON`" if waiting.get("type") == "input" \
+        else f"decide with `bide approve {approval}` (or --reject)"
+    return (f"{run_id} waits for {waiting.get('type', 'a decision')} {approval} in node "
+            f"{waiting.get('node_id')}: {how} (`bide pending` lists what waits), then "
+            f"`bide resume {run_id} --app ...` or let `bide watch` continue it")
 
 
 def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]

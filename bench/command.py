@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -12,7 +13,8 @@ from . import report, suite
 
 
 @click.command("bench")
-@click.argument("what", type=click.Choice((*suite.WHAT, "watch", "pg-wake", "map")), default="all")
+@click.argument("what", type=click.Choice((*suite.WHAT, "watch", "pg-wake", "map", "follow")),
+                default="all")
 @click.option("--quick", is_flag=True, help="Every workload and policy at small size (< 1 min).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every measurement to this file as JSON.")
@@ -44,7 +46,9 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     watcher (inbox latency, bursts, idle CPU) on its own; pg-wake measures its
     LISTEN/NOTIFY wake-ups on the PostgreSQL server at $BIDE_BENCH_PG; map
     measures a map of 100 items (bide.Send) against a chain of 100 steps, and a
-    map whose items each pause for an approval (100 and 300 items).
+    map whose items each pause for an approval (100 and 300 items); follow
+    measures commit -> event latency across processes for ``follow`` (LMDB, and
+    PostgreSQL at --pg or $BIDE_BENCH_PG, else a throwaway server unless --no-pg).
     """
     if pg_url is not None:
         from ..engine.pg_home import is_url
@@ -61,6 +65,9 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
         return
     if what == "map":
         _map(quick, json_path, home)
+        return
+    if what == "follow":
+        _follow(quick, json_path, home, pg_url, no_pg)
         return
     if plot_path is not None:
         try:
@@ -127,3 +134,41 @@ def _map(quick: bool, json_path: Path | None, home: Path | None) -> None:
     if json_path is not None:
         json_path.write_text(to_json(out, indent=1) + "\n")
         click.echo(f"wrote {json_path}", err=True)
+
+
+def _follow(quick: bool, json_path: Path | None, home: Path | None, pg_url: str | None,
+            no_pg: bool) -> None:
+    import os
+    from contextlib import ExitStack
+
+    from . import following
+
+    if home is not None:
+        home.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        url = None if no_pg else pg_url or os.environ.get("BIDE_BENCH_PG")
+        if url is not None:
+            from .pg_wake import scratch_database
+
+            url = stack.enter_context(scratch_database(url))
+        elif not no_pg:
+            url = _throwaway_database(stack)
+        out = following.run(quick=quick, home=home, pg=url,
+                            say=lambda line: click.echo(line, err=True))
+    click.echo(following.render(out))
+    if json_path is not None:
+        json_path.write_text(to_json(out, indent=1) + "\n")
+        click.echo(f"wrote {json_path}", err=True)
+
+
+def _throwaway_database(stack: Any) -> str | None:
+    """A database on a PostgreSQL server started from this machine's binaries, or None
+    (said on stderr) when there are none or it does not start."""
+    from .pg_server import throwaway
+
+    try:
+        cluster = stack.enter_context(throwaway())
+    except RuntimeError as exc:
+        click.echo(f"PostgreSQL left out: {exc}", err=True)
+        return None
+    return str(cluster.url(cluster.create_database()))

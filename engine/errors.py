@@ -35,6 +35,7 @@
     │   ├── NotCancellable         the run already finished                   (Conflict)
     │   ├── LangGraphThread        a bide-flow reader asked about a LangGraph thread (Conflict)
     │   ├── NotALangGraphThread    a LangGraph thread id already used by a bide run (Conflict)
+    │   ├── FollowTimeout          follow's deadline passed before the run finished or paused
     │   └── NodeFailed             a node raised after its retries (run is FAILED)
     ├── ToolError                  a tool call problem
     │   ├── NotATool / ToolOutsideNode
@@ -294,6 +295,16 @@ class RunNotResumable(RunError, Conflict):
         super().__init__(f"run {run_id!r} cannot be resumed: {why}")
 
 
+class FollowTimeout(RunError):
+    """``follow``'s deadline passed while the run went on; ``last_seq`` resumes it."""
+
+    def __init__(self, run_id: str, seconds: float, status: str, last_seq: int | None) -> None:
+        self.run_id, self.seconds, self.status, self.last_seq = run_id, seconds, status, last_seq
+        again = "since=None" if last_seq is None else f"since={last_seq}"
+        super().__init__(f"followed run {run_id!r} for {seconds:g}s and it is still {status}; "
+                         f"follow again with {again} to go on without gaps or repeats")
+
+
 class UnknownKey(RunError, NotFound):
     """The state has no such key at that version."""
 
@@ -495,6 +506,9 @@ __all__ = [
     "FlowError",
     "FlowMismatch",
     "InvalidAnswer",
+
+
+    "FollowTimeout",
     "LangGraphThread",
     "LogUnreadable",
     "NewerSchema",

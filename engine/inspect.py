@@ -184,20 +184,22 @@ def pending_writes(reader: Reader, head: RunHead) -> dict[str, str]:
 # -- the timeline ----------------------------------------------------------------
 def log(engine: Engine, run_id: str) -> list[dict[str, Any]]:
     """Every record of the run in log order: seq, type, bytes, time, summary, record."""
-    out = []
     with engine.store.reader() as r:
         head_of(r, run_id)
-        for seq, rtype in r.run_entries(run_id):
-            raw = r.raw(seq) or b""
-            entry: dict[str, Any] = {"seq": seq, "type": rtype, "bytes": len(raw)}
-            try:
-                record = r.record(seq)
-            except (RecordError, KeyError) as exc:  # show the damage, keep going
-                entry.update(at=None, summary=f"UNREADABLE: {exc}", error=str(exc))
-            else:
-                entry.update(at=_at(record), summary=describe(record), record=builtins(record))
-            out.append(entry)
-    return out
+        return [log_entry(r, seq, rtype)[0] for seq, rtype in r.run_entries(run_id)]
+
+
+def log_entry(r: Reader, seq: int, rtype: str) -> tuple[dict[str, Any], Record | None]:
+    """One ``log`` entry, and the record it shows (None if it cannot be read)."""
+    raw = r.raw(seq) or b""
+    entry: dict[str, Any] = {"seq": seq, "type": rtype, "bytes": len(raw)}
+    try:
+        record = r.record(seq)
+    except (RecordError, KeyError) as exc:  # show the damage, keep going
+        entry.update(at=None, summary=f"UNREADABLE: {exc}", error=str(exc))
+        return entry, None
+    entry.update(at=_at(record), summary=describe(record), record=builtins(record))
+    return entry, record
 
 
 def _at(record: Record) -> float | None:

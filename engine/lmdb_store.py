@@ -25,6 +25,7 @@ import lmdb
 from ..formats import Checkpoint, Record, decode, encode, unpack_value
 from . import attention, faults, latest
 from .attention import ATTENTION
+from .change_feed import ChangeFeed, file_feed
 from .errors import (
     DurabilityLost,
     NewerStore,
@@ -513,6 +514,17 @@ class LMDBStore(Observed):
         if not self._closed:
             self._closed = True
             _release_env(self.path)
+
+    def change_feed(self, run_id: str) -> ChangeFeed:
+        """Wake-ups for a follower: ``data.mdb`` written by any process (inotify), once the
+        commit is published (its transaction id, what a new read transaction starts at)."""
+        return file_feed(self.path / "data.mdb", self.on_commit, version=self._published)
+
+    def _published(self) -> int:
+        """The transaction a new reader starts at (``lock.mdb``'s, not the newest meta
+        page's, which ``env.info()`` reports and which is written before it)."""
+        with self.reader() as r:
+            return int(r.txn.id())
 
     def _check_format(self) -> None:
         def check(txn: lmdb.Transaction[bytes]) -> None:

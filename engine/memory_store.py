@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ..formats import Record, encode
+from .change_feed import ChangeFeed, ObservedFeed
 from .errors import NotAHome, StoreError
 from .index import (
     DERIVED,
@@ -34,7 +35,17 @@ from .index import (
 )
 from .restore import COPY_MARKER, Row, restore_rows
 from .run_view import check_fence, renew_if_held
-from .store import LEASES, LOG, Check, Later, Logged, Observed, WriteEvent, numbered
+from .store import (
+    LEASES,
+    LOG,
+    Check,
+    Later,
+    Logged,
+    Observed,
+    WriteEvent,
+    numbered,
+    observe,
+)
 from .table_reads import TableReads
 
 SCHEME = "memory:"
@@ -148,6 +159,11 @@ class MemoryStore(Observed):
 
     def close(self) -> None:
         self._closed = True
+
+    def change_feed(self, run_id: str) -> ChangeFeed:
+        """Wake-ups for a follower: every commit in this process (where the store lives;
+        another store object may hold the same space)."""
+        return ObservedFeed(observe)
 
     def _guard(self) -> None:
         if self._closed:

@@ -156,6 +156,9 @@ class PgTables(PgReader):
         self.runs_read: set[str] = set()  # whose rows this transaction's reads depend on
         self.unbounded = False  # a scan not confined to one run's keys
         self.seqs: list[int] = []  # seqs taken with the locks, when the records were known
+        # a SELECT sent with the log rows (one statement: a WITH that inserts them), or
+        # alone before COMMIT if no log row is left to send
+        self.with_log: tuple[str, tuple[Any, ...]] | None = None
 
     def get(self, table: str, key: bytes) -> bytes | None:
         if table == LOG:
@@ -252,9 +255,14 @@ class PgTables(PgReader):
         self._cache.update(self._pending)
         self._pending, self._log = {}, {}
         if logged:  # one statement each, whatever the number of rows
-            self.conn.execute(f"INSERT INTO {SCHEMA}.log (seq, value) "
-                              "SELECT * FROM unnest(%s::bigint[], %s::bytea[])",
-                              ([q for q, _ in logged], [v for _, v in logged]))
+            sql = (f"INSERT INTO {SCHEMA}.log (seq, value) "
+                   "SELECT * FROM unnest(%s::bigint[], %s::bytea[])")
+            params: tuple[Any, ...] = ([q for q, _ in logged], [v for _, v in logged])
+            if self.with_log is not None:  # runs even though the SELECT reads none of it
+                sql, params = f"WITH logged AS ({sql}) {self.with_log[0]}", \
+                    params + self.with_log[1]
+                self.with_log = None
+            self.conn.execute(sql, params)
         if gone:
             self.conn.execute(f"DELETE FROM {SCHEMA}.kv USING unnest(%s::text[], %s::bytea[]) "
                               "AS d(tbl, key) WHERE kv.tbl = d.tbl AND kv.key = d.key",
@@ -270,6 +278,8 @@ class PgTables(PgReader):
         """Send the buffered writes and COMMIT in one round trip."""
         def send() -> None:
             self._send()
+            if self.with_log is not None:
+                self.conn.execute(*self.with_log)
             self.conn.execute("COMMIT")
 
         pipelined(self.conn, send)

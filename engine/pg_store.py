@@ -48,7 +48,8 @@ Decisions (DESIGN.md, "Beyond one machine"), and why:
   watcher (submitted, decided, let go: ``wakeups``) sends ``NOTIFY`` with the
   run id in the same transaction; watchers ``LISTEN`` on a connection of their
   own (``pg_listen``). Other commits send nothing: a notifying COMMIT takes a
-  cluster-wide lock, so most commits must not.
+  cluster-wide lock, so most commits must not. A run someone follows
+  (``pg_follow``) is notified at each commit, in the commit's last round trip.
 - Connections are kept in a small pool, one per thread at a time (a thread
   that reads while it commits holds two), reconnecting within
   ``reconnect_timeout`` when the server restarts.
@@ -72,6 +73,7 @@ from ..formats import Checkpoint, Record, encode
 from .errors import NewerStore, NotAHome, StoreError
 from .index import DERIVED, RUNLOG, apply, keys_of, refold_without
 from .latest import STATE
+from .pg_follow import PgFollowFeed, notify_statement
 from .pg_home import is_url, redacted
 from .pg_listen import CHANNEL, PgListener, payload
 from .pg_reader import (
@@ -431,6 +433,7 @@ class PostgresStore(Observed):
             for seq, record, raw in zip(seqs, batch, raws, strict=True):
                 apply(txn, seq, len(raw), record)
             _announce(txn, batch)
+            _notify_followers(txn, batch)
             return seqs
 
         def landed(r: PgReader, seqs: list[int]) -> bool:
@@ -504,6 +507,11 @@ class PostgresStore(Observed):
         return PgListener(self.url, self.home, stop, timeout=self.reconnect_timeout)
 
 
+    def change_feed(self, run_id: str) -> PgFollowFeed:
+        """Wake-ups for a follower of ``run_id``: its commits, on a connection of its own."""
+        self._guard()
+        return PgFollowFeed(self.url, self.home, run_id, timeout=self.reconnect_timeout)
+
     def restore(self, rows: Sequence[Row], *, marker: str | None, last_seq: int = -1) -> None:
         """Put framed records back at their own seqs (``bide copy``), as ``LMDBStore.restore``;
         the sequence is moved past them (and ``last_seq``) so no seq is given twice."""
@@ -567,6 +575,12 @@ def _announce(txn: PgTables, batch: Sequence[Record]) -> None:
     if woken:
         txn.conn.execute("SELECT pg_notify(%s, w) FROM unnest(%s::text[]) AS w",
                          (CHANNEL, woken))
+
+
+def _notify_followers(txn: PgTables, batch: Sequence[Record]) -> None:
+    """Notify, at COMMIT, the followers of this commit's runs (``pg_follow``): a SELECT
+    joined to the statement that inserts the commit's log rows (``PgTables.with_log``)."""
+    txn.with_log = notify_statement(sorted(_runs_of(batch)))
 
 
 def _begin_snapshot(conn: psycopg.Connection[Any], sql: str) -> None:

@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..formats import Record
 from . import faults
 from .errors import StaleLease
 from .index import ApprovalState, IntentState, RunHead
+
+if TYPE_CHECKING:  # change_feed imports this module (its observers)
+    from .change_feed import ChangeFeed
 
 Check = Callable[["Reader"], None]
 LOG, LEASES = "log", "leases"  # the log, and lease renewals (readable like a derived table)
@@ -235,6 +238,12 @@ class Store(Protocol):
 
         Returns:
             A function that removes the observer.
+        """
+
+    def change_feed(self, run_id: str) -> ChangeFeed:
+        """Wake-ups for a reader following ``run_id`` (``engine/change_feed.py``): a
+        ``ChangeFeed`` whose ``wait`` returns when a commit, by any process, may have
+        touched the run, without reading the store in a loop. Close it when done.
         """
 
     def info(self) -> dict[str, Any]:

@@ -13,10 +13,13 @@ processes write.
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from . import deliver, inspect, maintenance, operations, signing
+from . import follow as following
+from .events import Event
 from .maintenance import DoctorReport, PruneReport
 from .vocabulary import Status
 
@@ -46,6 +49,40 @@ class Surface:
         """Every record of the run in log order: seq, type, bytes, time, a one-line
         summary and the record itself; an unreadable one says why (``bide log``)."""
         return inspect.log(self._engine(), run_id)
+
+    def follow(self, run_id: str, *, since: int | None = None, through_pauses: bool = False,
+               timeout: float | None = None, fallback: float = following.FALLBACK
+               ) -> Generator[Event, None, None]:
+        """The run's records as typed events, as they are committed by any process (a
+        watcher, another app): all of them first, then each new one within milliseconds.
+
+        Args:
+            since: the ``seq`` of the last event already seen: go on after it, with no
+                gap and no repeat (None: from the run's first record).
+            through_pauses: go on while the run waits for a person (or was let go by
+                its worker) until it finishes; by default a pause ends the follow.
+            timeout: seconds after which ``FollowTimeout`` is raised if the run has
+                neither finished nor paused (None: no limit).
+            fallback: seconds between re-reads of the store when no wake-up comes.
+
+        Returns:
+            An iterator; close it (or leave the loop) to release what it holds.
+
+        Raises:
+            UnknownRun: at once, as ``get`` does. FollowTimeout: see ``timeout``.
+        """
+        return following.follow(self._engine().store, run_id, since=since,
+                             through_pauses=through_pauses, timeout=timeout,
+                             fallback=fallback)
+
+    def afollow(self, run_id: str, *, since: int | None = None, through_pauses: bool = False,
+                timeout: float | None = None, fallback: float = following.FALLBACK
+                ) -> AsyncIterator[Event]:
+        """``follow`` for async code (``async for event in engine.afollow(run_id)``); the
+        waits happen off the event loop. UnknownRun is raised at the first step."""
+        return following.afollow(self._engine().store, run_id, since=since,
+                              through_pauses=through_pauses, timeout=timeout,
+                              fallback=fallback)
 
     def checkpoint_rows(self, run_id: str) -> list[dict[str, Any]]:
         """``checkpoints`` as JSON-ready rows (``bide checkpoints``).

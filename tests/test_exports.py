@@ -116,3 +116,12 @@ def test_issue_15_send_is_public():
     assert "Send" in bide.__all__
     send = bide.Send("search", {"query": "q"})
     assert (send.node, dict(send.arg)) == ("search", {"query": "q"})
+
+
+def test_issue_15_follow_names_are_public():
+    assert {"Event", "FollowTimeout"} <= set(bide.__all__)
+    assert issubclass(bide.FollowTimeout, bide.RunError)
+    assert "FollowTimeout" in bide.engine.errors.__doc__  # drawn in the tree
+    assert callable(bide.Engine.follow) and callable(bide.Engine.afollow)
+    assert {"seq", "kind", "at", "node", "task", "status", "record"} <= set(
+        bide.Event.__dataclass_fields__)

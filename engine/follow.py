@@ -1,0 +1,123 @@
+"""``engine.follow(run_id)``: a run's records as they are committed, by any process.
+
+The loop: open the store's change feed (``Store.change_feed``) first, then read
+the run's records after the cursor and its status in one snapshot, yield them,
+and stop if the run finished (or paused, unless asked to go on); else wait on
+the feed and read again. Watching before reading means a commit is either in the
+snapshot or wakes the wait. The feed is a wake-up, not the truth: a wait also
+ends after ``fallback`` seconds, so a lost wake-up delays an event, never drops it.
+The cursor is the seq of the last event yielded (``since``): the store gives a
+run's records increasing seqs in commit order (LMDB's single writer; PostgreSQL's
+lock per run), so "after the cursor" has no gaps and no repeats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import AsyncIterator, Generator
+from typing import Any
+
+from .errors import FollowTimeout, UnknownRun
+from .events import Event, read_event
+from .offload import off_loop
+from .store import Store
+from .vocabulary import FINISHED, WAITING, Status
+
+FALLBACK = 2.0  # seconds between re-reads when no wake-up comes
+BATCH = 500  # events read per snapshot
+Events = Generator[Event, None, None]  # close() it to release the feed early
+PAUSED = WAITING | {Status.INTERRUPTED}  # waits for a person, or was let go by its worker
+
+
+def stops(status: str, through_pauses: bool) -> bool:
+    """Does a follower stop at a run in ``status``?"""
+    return status in FINISHED or (not through_pauses and status in PAUSED)
+
+
+def follow(store: Store, run_id: str, *, since: int | None = None,
+           through_pauses: bool = False, timeout: float | None = None,
+           fallback: float = FALLBACK, stop: threading.Event | None = None) -> Events:
+    """The run's events after ``since`` (a seq; None: from its first record), live.
+
+    Raises UnknownRun at once (not at the first ``next``) for a run that does not exist.
+    See ``Engine.follow`` for the arguments; ``stop``, set from another thread, ends the
+    follow after its current wait (a generator busy in another thread cannot be closed).
+    """
+    with store.reader() as r:
+        if r.head(run_id) is None:
+            raise UnknownRun(run_id)
+    if fallback <= 0:
+        raise ValueError(f"fallback must be a positive number of seconds, not {fallback!r}")
+    return _follow(store, run_id, since, through_pauses, timeout, fallback,
+                   stop or threading.Event())
+
+
+def _follow(store: Store, run_id: str, since: int | None, through_pauses: bool,
+            timeout: float | None, fallback: float, stop: threading.Event) -> Events:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    feed = store.change_feed(run_id)
+    cursor = since
+    try:
+        while True:
+            events, status = _read(store, run_id, cursor)
+            for event in events:
+                yield event
+                cursor = event.seq
+            if len(events) == BATCH:  # more may be there already: read on before deciding
+                continue
+            if stops(status, through_pauses):
+                return
+            wait = fallback
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    raise FollowTimeout(run_id, timeout or 0.0, status, cursor)
+            feed.wait(wait)
+            if stop.is_set():
+                return
+    finally:
+        feed.close()
+
+
+def _read(store: Store, run_id: str, cursor: int | None) -> tuple[list[Event], str]:
+    """Up to ``BATCH`` of the run's events after ``cursor``, and its status, from one
+    snapshot (a long run's history is read a batch at a time, not all in memory)."""
+    with store.reader() as r:
+        head = r.head(run_id)
+        if head is None:  # removed while followed (prune of a finished run)
+            raise UnknownRun(run_id)
+        start = 0 if cursor is None else cursor + 1
+        entries = itertools.islice(r.run_entries(run_id, start), BATCH)
+        return [read_event(r, run_id, seq, kind) for seq, kind in entries], head.status
+
+
+async def afollow(store: Store, run_id: str, **options: Any) -> AsyncIterator[Event]:
+    """``follow`` for async code: each wait happens in bide's thread pool, never on the loop.
+
+    Closing the iterator early (``break``, cancellation) ends the follow, and closes its
+    feed, once the wait under way ends (at most ``fallback`` seconds; pass a small
+    one where that matters).
+    """
+    stop = threading.Event()
+    events = await off_loop(follow, store, run_id, stop=stop, **options)
+    done = object()
+    try:
+        while (event := await off_loop(next, events, done)) is not done:
+            yield event
+    finally:
+        stop.set()  # the thread still inside ``next`` (a cancellation) returns after its wait
+        await _close(events)
+
+
+async def _close(events: Events) -> None:
+    """Close the sync generator in the pool: the thread still inside its ``next`` (after a
+    cancellation) must leave it first, or ``close`` would raise "already executing"."""
+    while True:
+        try:
+            await off_loop(events.close)
+            return
+        except ValueError:  # generator already executing: it stops after its wait
+            await asyncio.sleep(0.05)
