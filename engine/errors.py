@@ -505,10 +505,8 @@ __all__ = [
     "DurabilityLost",
     "FlowError",
     "FlowMismatch",
-    "InvalidAnswer",
-
-
     "FollowTimeout",
+    "InvalidAnswer",
     "LangGraphThread",
     "LogUnreadable",
     "NewerSchema",
