@@ -49,6 +49,7 @@ from .state import materialize
 from .store import Reader, Store
 from .surface import Surface
 from .vocabulary import FINISHED, WAITING, Decision, Status, Waiting
+from .waits import still_waiting
 
 
 class Engine(Surface):
@@ -362,12 +363,14 @@ class Engine(Surface):
                          if t == "checkpoint" and s <= head.checkpoint)
             base = r.record(head.base)
             assert isinstance(base, Checkpoint)
+            waits = still_waiting(r, head.run_id, start, cp, self.clock())
         self._check_fits(head, [*cp.next, *(node for node, _ in sends)], found)
         return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
                       seen={k: dict(v) for k, v in cp.seen.items()},
                       sends=sends, sends_at=holder(head.checkpoint, cp),
                       base=head.base, deltas=deltas, base_version=base.version,
-                      scan_from=start - 1 if cp.scan_from < 0 else cp.scan_from, found=found)
+                      scan_from=start - 1 if cp.scan_from < 0 else cp.scan_from, found=found,
+                      waits=waits)
 
     def _check_fits(self, head: RunHead, needed: list[str],
                     found: dict[str, tuple[int, PendingWrite]]) -> None:
