@@ -356,14 +356,15 @@ class Engine(Surface):
     def _cursor(self, head: RunHead) -> Cursor:
         """Load the latest checkpoint and the pending writes not yet folded into it."""
         with self.store.reader() as r:
-            cp, start, found = RunView(r, head).unfolded()
+            requests: list[int] = []
+            cp, start, found = RunView(r, head).unfolded(requests)
             sends = sends_of(r, head.checkpoint, cp)
             state = materialize(r, head.run_id, head.checkpoint)
             deltas = sum(1 for s, t in r.run_entries(head.run_id, head.base + 1)
                          if t == "checkpoint" and s <= head.checkpoint)
             base = r.record(head.base)
             assert isinstance(base, Checkpoint)
-            waits = still_waiting(r, head.run_id, start, cp, self.clock())
+            waits = still_waiting(r, head.run_id, requests, cp, self.clock())
         self._check_fits(head, [*cp.next, *(node for node, _ in sends)], found)
         return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
                       seen={k: dict(v) for k, v in cp.seen.items()},

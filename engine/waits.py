@@ -15,8 +15,8 @@ and pause again. A task may be left out when all of these hold:
 A task reaches a request only once every earlier request of it was decided
 (decisions never change) and every earlier tool call has an outcome (which
 rides in the same commit as the pause), so it would pause at that request again.
-The requests come from the run's log since the superstep began, which a resume
-reads anyway for its pending writes: no record is added, and a run paused by an
+The requests come from the run's log since the superstep began, read in the pass
+that finds its pending writes: no record is added, and a run paused by an
 older bide is read the same way (a task id it did not use matches nothing).
 """
 
@@ -31,19 +31,17 @@ from .store import Reader
 from .vocabulary import IN_DOUBT, WAITING, Waiting
 
 
-def still_waiting(reader: Reader, run_id: str, start: int, cp: Checkpoint,
+def still_waiting(reader: Reader, run_id: str, requests: list[int], cp: Checkpoint,
                   now: float) -> dict[str, dict[str, Any]]:
     """Task id -> the ``waiting`` it would pause with again, for tasks a resume may skip.
 
-    ``start``: the first seq of the superstep's records (where its pending writes
-    are searched from).
+    ``requests``: the seqs of the approval requests since the superstep's records
+    began (where its pending writes are searched from), in log order.
     """
     if cp.status not in WAITING:
         return {}
     latest: dict[str, str] = {}  # task -> its latest request's id, in log order
-    for seq, rtype in reader.run_entries(run_id, start):
-        if rtype != "approval_requested":
-            continue
+    for seq in requests:
         req = reader.record(seq)
         if isinstance(req, ApprovalRequested) and req.state_version == cp.version:
             latest[req.task] = req.approval_id
