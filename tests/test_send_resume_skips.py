@@ -11,6 +11,7 @@ A counter outside the store counts how often each item's node body started.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 
@@ -180,3 +181,34 @@ def test_an_item_waiting_on_a_reconciliation_runs_its_reconciler_again(engine):
     assert run.status == bide.Status.WAITING_APPROVAL  # item 2 now waits on its approval
     with engine.store.reader() as r:
         assert r.intent("r", "1:item:2#0").status == bide.IntentStatus.COMPLETED
+
+
+def test_aresume_of_async_items_runs_exactly_the_decided_one(engine):
+    started: Counter = Counter()
+    flow = bide.Flow("askips")
+
+    @flow.node(start=True)
+    def plan(state, ctx):
+        return {}
+
+    @flow.node()
+    async def item(state, ctx):
+        started[state["i"]] += 1
+        return {"done": [[state["i"], ctx.approve("ship", {"item": state["i"]})]]}
+
+    flow.route("plan", lambda s: [bide.Send("item", {"i": i}) for i in range(s["n"])])
+    flow.reducer("done", bide.append)
+    engine.register(flow)
+
+    async def main():
+        run = await engine.astart("askips", input={"n": 4}, run_id="r")
+        while run.status == bide.Status.WAITING_APPROVAL:
+            i = item_of(engine, run.waiting["approval_id"])
+            before = Counter(started)
+            engine.decide(run.waiting["approval_id"], bide.Decision.APPROVE, by="ops")
+            run = await engine.aresume("r")
+            assert started - before == Counter([i])
+        return run
+
+    run = asyncio.run(main())
+    assert run.status == bide.Status.DONE and started == Counter({i: 2 for i in range(4)})
