@@ -17,7 +17,7 @@ from typing import Any
 from ..formats import Checkpoint, LeaseReleased, PendingWrite, Record, StatusChanged
 from . import faults
 from .approvals import Doors, write_request_file
-from .errors import StaleLease, StoreFull
+from .errors import Paused, StaleLease, StoreFull
 from .flow import Flow
 from .full_disk import release_on_full_store
 from .held import HeldOutcomes
@@ -50,6 +50,7 @@ class Cursor:
     found: dict[str, tuple[int, PendingWrite]] = field(default_factory=dict)
     sends: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # the next map tasks
     sends_at: int = -1  # the seq of the checkpoint that stores them (-1: none yet)
+    waits: dict[str, dict[str, Any]] = field(default_factory=dict)  # tasks that would pause again
 
 
 class Execution:
@@ -68,6 +69,7 @@ class Execution:
         self.next, self.seen, self.sends, self.sends_at = c.next, c.seen, c.sends, c.sends_at
         self.base, self.deltas, self.scan_from, self.found = c.base, c.deltas, c.scan_from, c.found
         self.base_version = c.base_version
+        self.waits = c.waits  # engine/waits.py: paused tasks this resume need not run
         self.absorbed: list[int] = []
         self.deferred: list[Op] = []
         self.inline: list[Op] = []
@@ -172,12 +174,17 @@ class Execution:
         return self._ordered(tasks, done, run_tasks(self._scope(), todo))
 
     def _found(self, tasks: list[Task]) -> tuple[dict[str, TaskResult], list[Task]]:
-        """Tasks whose output a crashed worker already committed, and those left to run."""
+        """Tasks whose output a crashed worker already committed, tasks that would only
+        pause again at a request still open (engine/waits.py), and those left to run."""
         done: dict[str, TaskResult] = {}
+        waits, self.waits = self.waits, {}  # they hold for the superstep resumed only
         for task in tasks:
             if task.id in self.found:
                 seq, write = self.found.pop(task.id)
                 done[task.id] = TaskResult(task.id, task.node, "ok", list(write.ops), seq)
+            elif task.id in waits:
+                done[task.id] = TaskResult(task.id, task.node, "pause",
+                                           pause=Paused(waits[task.id], []))
         return done, [t for t in tasks if t.id not in done]
 
     @staticmethod

@@ -38,17 +38,21 @@ class RunView:
         assert isinstance(cp, Checkpoint)
         return cp
 
-    def unfolded(self) -> tuple[Checkpoint, int, Unfolded]:
+    def unfolded(self, requests: list[int] | None = None) -> tuple[Checkpoint, int, Unfolded]:
         """The latest checkpoint, where its unfolded pending writes start, and those writes.
 
         Those writes are the tasks a resume will not run again: from the checkpoint's
         ``scan_from`` (see ``unfolded_from``), for its superstep or later, by task.
+        ``requests``: gets the seqs of the approval requests in that range, read in
+        the same pass (engine/waits.py).
         """
         cp = self.checkpoint()
         start = unfolded_from(self.head.checkpoint, cp)
         found: Unfolded = {}
         for seq, rtype in self.reader.run_entries(self.head.run_id, start):
             if rtype != "pending_write":
+                if rtype == "approval_requested" and requests is not None:
+                    requests.append(seq)
                 continue
             write = self.reader.record(seq)
             assert isinstance(write, PendingWrite)

@@ -49,6 +49,7 @@ from .state import materialize
 from .store import Reader, Store
 from .surface import Surface
 from .vocabulary import FINISHED, WAITING, Decision, Status, Waiting
+from .waits import still_waiting
 
 
 class Engine(Surface):
@@ -355,19 +356,22 @@ class Engine(Surface):
     def _cursor(self, head: RunHead) -> Cursor:
         """Load the latest checkpoint and the pending writes not yet folded into it."""
         with self.store.reader() as r:
-            cp, start, found = RunView(r, head).unfolded()
+            requests: list[int] = []
+            cp, start, found = RunView(r, head).unfolded(requests)
             sends = sends_of(r, head.checkpoint, cp)
             state = materialize(r, head.run_id, head.checkpoint)
             deltas = sum(1 for s, t in r.run_entries(head.run_id, head.base + 1)
                          if t == "checkpoint" and s <= head.checkpoint)
             base = r.record(head.base)
             assert isinstance(base, Checkpoint)
+            waits = still_waiting(r, head.run_id, requests, cp, self.clock())
         self._check_fits(head, [*cp.next, *(node for node, _ in sends)], found)
         return Cursor(version=cp.version, superstep=cp.superstep, state=state, next=list(cp.next),
                       seen={k: dict(v) for k, v in cp.seen.items()},
                       sends=sends, sends_at=holder(head.checkpoint, cp),
                       base=head.base, deltas=deltas, base_version=base.version,
-                      scan_from=start - 1 if cp.scan_from < 0 else cp.scan_from, found=found)
+                      scan_from=start - 1 if cp.scan_from < 0 else cp.scan_from, found=found,
+                      waits=waits)
 
     def _check_fits(self, head: RunHead, needed: list[str],
                     found: dict[str, tuple[int, PendingWrite]]) -> None:

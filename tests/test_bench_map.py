@@ -27,3 +27,6 @@ def test_bench_map_quick_prints_each_row_with_its_ratios(tmp_path):
     # flat per item (seen 975 -> 956 B): the pauses refer to the planned Sends
     # (each re-storing them all: 1177 -> 1558 B, 1.32x)
     assert big["bytes_per_item"] < 1.15 * small["bytes_per_item"], (small, big)
+    # each item's body runs twice (it pauses, then is approved), whatever N: a resume
+    # runs the approved item alone (before, all still paused: 11.5 and 31.5 runs per item)
+    assert small["runs_per_item"] == big["runs_per_item"] == 2.0, (small, big)

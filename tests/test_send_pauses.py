@@ -79,7 +79,7 @@ def bytes_ratio(engine, small: int, big: int) -> float:
     return ratio
 
 
-@pytest.mark.slow  # 300 resumes, each running the items still paused (~10 s)
+@pytest.mark.slow  # 300 resumes, each running the approved item (~10 s)
 def test_a_map_whose_items_pause_one_by_one_stores_bytes_linear_in_its_items(paused):
     # linear: ~3x (every pause storing every Send: 7.9x); on PostgreSQL: test_send_pauses_pg
     assert bytes_ratio(paused, 100, 300) < 3.5

@@ -1,8 +1,8 @@
 """On PostgreSQL: a map whose items pause one by one stores bytes linear in its items.
 
 The same flow and measure as tests/test_send_pauses.py (which runs every test there
-on PostgreSQL too with ``--store postgres``), smaller: each resume runs the items
-still paused, a few round trips each.
+on PostgreSQL too with ``--store postgres``), smaller: each resume reads the superstep's
+records and runs the approved item, a few round trips.
 """
 
 from __future__ import annotations
