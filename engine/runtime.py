@@ -20,7 +20,7 @@ from ..formats import (
     check_serializable,
 )
 from ..formats.errors import NotSerializable
-from . import attention, faults, pg_home, signing
+from . import attention, faults, pg_home, signing, timers
 from .approvals import Doors, check_decision, decided, undecided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
@@ -206,6 +206,8 @@ class Engine(Surface):
             raise RunNotResumable(run_id, f"it is {head.status}")
         if head.status in WAITING and not self._decided(head):
             return self.get(run_id)  # nothing to do until someone decides
+        if not timers.is_due(head, self.clock()):
+            return self.get(run_id)  # SLEEPING: nothing to do before its due time
         with self.store.reader() as r:  # the flow must still fit before anything is written
             cp, _, found = RunView(r, head).unfolded()
             sends = sends_of(r, head.checkpoint, cp)
@@ -314,6 +316,8 @@ class Engine(Surface):
             req = view.awaited_approval() if head.status in WAITING else None
             if req is not None and not settled(req, now):
                 raise RunNotResumable(run_id, f"it waits for decision {req.approval_id}")
+            if not timers.is_due(head, now):
+                raise RunNotResumable(run_id, f"it sleeps until {timers.due_at(head)}")
             if head.lease_owner != self.owner and view.lease_live(now):
                 raise RunNotResumable(run_id, f"worker {head.lease_owner} holds its lease "
                                       f"for {view.lease_expires() - now:.1f}s more")
@@ -535,7 +539,8 @@ def pending_row(a: Any) -> dict[str, Any]:
             "action": a.action, "payload": a.payload, "digest": a.digest, "allowed": a.allowed,
             "tool": a.tool, "intent": a.intent, "requested_at": a.requested_at,
             "expires_at": a.expires_at, "schema": a.schema,
-            "question": a.action if a.kind == Waiting.INPUT else None}
+            "question": a.action if a.kind == Waiting.INPUT else None,
+            "until": timers.until_of(a) if a.kind == Waiting.TIMER else None}
 
 
 def _intent_row(i: Any) -> dict[str, Any]:
