@@ -12,7 +12,8 @@ from . import report, suite
 
 
 @click.command("bench")
-@click.argument("what", type=click.Choice((*suite.WHAT, "watch", "pg-wake", "map")), default="all")
+@click.argument("what", type=click.Choice((*suite.WHAT, "watch", "pg-wake", "map",
+                                                  "timers")), default="all")
 @click.option("--quick", is_flag=True, help="Every workload and policy at small size (< 1 min).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every measurement to this file as JSON.")
@@ -44,7 +45,8 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     watcher (inbox latency, bursts, idle CPU) on its own; pg-wake measures its
     LISTEN/NOTIFY wake-ups on the PostgreSQL server at $BIDE_BENCH_PG; map
     measures a map of 100 items (bide.Send) against a chain of 100 steps, and a
-    map whose items each pause for an approval (100 and 300 items).
+    map whose items each pause for an approval (100 and 300 items); timers measures
+    how late an idle watcher resumes sleeping runs (LMDB, and the --pg home if given).
     """
     if pg_url is not None:
         from ..engine.pg_home import is_url
@@ -61,6 +63,9 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
         return
     if what == "map":
         _map(quick, json_path, home)
+        return
+    if what == "timers":
+        _timers(quick, json_path, home, pg_url)
         return
     if plot_path is not None:
         try:
@@ -124,6 +129,18 @@ def _map(quick: bool, json_path: Path | None, home: Path | None) -> None:
         home.mkdir(parents=True, exist_ok=True)
     out = mapping.run(quick=quick, home=home)
     click.echo(mapping.render(out))
+    if json_path is not None:
+        json_path.write_text(to_json(out, indent=1) + "\n")
+        click.echo(f"wrote {json_path}", err=True)
+
+
+def _timers(quick: bool, json_path: Path | None, home: Path | None, pg: str | None) -> None:
+    from . import timers
+
+    if home is not None:
+        home.mkdir(parents=True, exist_ok=True)
+    out = timers.run(quick=quick, home=home, pg=pg)
+    click.echo(timers.render(out))
     if json_path is not None:
         json_path.write_text(to_json(out, indent=1) + "\n")
         click.echo(f"wrote {json_path}", err=True)
