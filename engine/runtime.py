@@ -462,7 +462,8 @@ class Engine(Surface):
         """Decisions waiting: approvals, questions (kind ``input``: ``question`` and the
         ``schema`` of the answer) and reconciliations nobody has decided yet."""
         with self.store.reader() as r:
-            rows = [pending_row(a) for a in r.approvals() if a.decision is None]
+            rows = [pending_row(a) for a in r.approvals() if a.decision is None
+                    and not (a.kind == Waiting.TIMER and timers.run_ended(r, a.run_id))]
         return sorted(rows, key=lambda a: a["requested_at"])
 
     # -- reading ---------------------------------------------------------------

@@ -22,7 +22,8 @@ from typing import Any
 from ..formats import ApprovalRequested
 from .errors import InvalidTimer
 from .index import ApprovalState, RunHead
-from .vocabulary import Status, Waiting
+from .store import Reader
+from .vocabulary import FINISHED, Status, Waiting
 
 
 def after(seconds: float, now: float) -> float:
@@ -91,6 +92,12 @@ def is_due(head: RunHead, now: float) -> bool:
     """A sleeping run whose due time has come (a head without one is due: resume finds out)."""
     until = due_at(head)
     return until is None or now >= until
+
+
+def run_ended(reader: Reader, run_id: str) -> bool:
+    """The timer's run finished (a cancelled run's timer waits for nothing: not pending)."""
+    head = reader.head(run_id)
+    return head is None or head.status in FINISHED
 
 
 def earliest_key(waiting: dict[str, Any]) -> float:

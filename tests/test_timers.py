@@ -201,13 +201,15 @@ def test_an_async_node_sleeps(any_engine, now):
     assert first.status == bide.Status.SLEEPING and second.state == {"awake": True}
 
 
-def test_a_timer_cannot_be_decided(any_engine):
+def test_a_timer_cannot_be_decided_and_a_cancelled_run_leaves_none_pending(any_engine):
     eng = any_engine
     eng.start("nap", {"seconds": 5}, run_id="r-1")
     (row,) = eng.pending()
     with pytest.raises(bide.DecisionNotAllowed):
         eng.decide(row["approval_id"], bide.Decision.APPROVE)
     assert eng.get("r-1").status == bide.Status.SLEEPING
+    eng.cancel("r-1")
+    assert eng.get("r-1").status == bide.Status.CANCELLED and eng.pending() == []
 
 
 # -- the CLI ----------------------------------------------------------------------------
