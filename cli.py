@@ -53,6 +53,7 @@ from . import open as open_home
 from .engine.render import (  # the one internal module the CLI uses: text for people
     ago,
     clip,
+    due_text,
     fields,
     first_line,
     parse_age,
@@ -209,7 +210,8 @@ def _show_text(d: dict[str, Any], now: float) -> str:
     waiting_text = "-" if not waiting else (
         f"{waiting.get('type')} {waiting.get('approval_id', '')} in node "
         f"{waiting.get('item') or waiting.get('node_id')}"  # a Send task: search[3]
-        + (f": {waiting['question']}" if waiting.get("question") else ""))
+        + (f": {waiting['question']}" if waiting.get("question") else "")
+        + (f" {due_text(waiting['until'], now)}" if "until" in waiting else ""))
     pending = "\n".join(f"{node}: {text}" for node, text in d["pending_writes"].items())
     return fields([
         ("run", d["run_id"]),
@@ -648,8 +650,15 @@ def pending(home: Path, as_json: bool) -> None:
     _out(as_json, rows, lambda: table(
         ["approval", "run", "kind", "node", "action", "asked", "expires"],
         [[r["approval_id"], r["run_id"], r["kind"], r["node"], clip(r["action"], 30),
-          ago(r["requested_at"], now), ago(r["expires_at"], now) if r["expires_at"] else
-          "never"] for r in rows]) if rows else "nothing waits")
+          ago(r["requested_at"], now), _expires(r, now)] for r in rows])
+        if rows else "nothing waits")
+
+
+def _expires(row: dict[str, Any], now: float) -> str:
+    """A request's deadline; a timer's due time (``in 3s``, ``overdue 2m``)."""
+    if row["until"] is not None:
+        return due_text(row["until"], now).partition(" (")[2].rstrip(")")
+    return ago(row["expires_at"], now) if row["expires_at"] else "never"
 
 
 @main.command()
@@ -658,7 +667,8 @@ def pending(home: Path, as_json: bool) -> None:
               show_default=True, help="The bide home directory, or a postgresql:// URL.")
 @click.option("--reject", is_flag=True, help="Reject instead of approve.")
 @click.option("--decision", type=click.Choice([d.value for d in Decision
-                                               if d != Decision.ANSWER]),
+                                               if d not in (Decision.ANSWER,
+                                                            Decision.ELAPSED)]),
               help="Any allowed decision: approve/reject for an approval, "
                    "mark_done/retry/abort for a reconciliation (a question: bide answer, "
                    "or --reject to decline it).")

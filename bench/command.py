@@ -13,8 +13,8 @@ from . import report, suite
 
 
 @click.command("bench")
-@click.argument("what", type=click.Choice((*suite.WHAT, "watch", "pg-wake", "map", "follow")),
-                default="all")
+@click.argument("what", type=click.Choice((*suite.WHAT, "watch", "pg-wake", "map", "follow",
+                                                  "timers")), default="all")
 @click.option("--quick", is_flag=True, help="Every workload and policy at small size (< 1 min).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every measurement to this file as JSON.")
@@ -48,7 +48,9 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     measures a map of 100 items (bide.Send) against a chain of 100 steps, and a
     map whose items each pause for an approval (100 and 300 items); follow
     measures commit -> event latency across processes for ``follow`` (LMDB, and
-    PostgreSQL at --pg or $BIDE_BENCH_PG, else a throwaway server unless --no-pg).
+    PostgreSQL at --pg or $BIDE_BENCH_PG, else a throwaway server unless --no-pg);
+    timers measures how late an idle watcher resumes sleeping runs (LMDB, and the
+    --pg home if given).
     """
     if pg_url is not None:
         from ..engine.pg_home import is_url
@@ -68,6 +70,9 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
         return
     if what == "follow":
         _follow(quick, json_path, home, pg_url, no_pg)
+        return
+    if what == "timers":
+        _timers(quick, json_path, home, pg_url)
         return
     if plot_path is not None:
         try:
@@ -172,3 +177,15 @@ def _throwaway_database(stack: Any) -> str | None:
         click.echo(f"PostgreSQL left out: {exc}", err=True)
         return None
     return str(cluster.url(cluster.create_database()))
+
+
+def _timers(quick: bool, json_path: Path | None, home: Path | None, pg: str | None) -> None:
+    from . import timers
+
+    if home is not None:
+        home.mkdir(parents=True, exist_ok=True)
+    out = timers.run(quick=quick, home=home, pg=pg)
+    click.echo(timers.render(out))
+    if json_path is not None:
+        json_path.write_text(to_json(out, indent=1) + "\n")
+        click.echo(f"wrote {json_path}", err=True)

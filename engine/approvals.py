@@ -102,8 +102,8 @@ def approve_command(home: Path | str, req: ApprovalRequested) -> str:
 
 def write_request_file(doors: Doors, req: ApprovalRequested) -> Path | None:
     """``<requests>/<id>.json``: what is asked, and a decision file to copy (None: this
-    engine writes no request files)."""
-    if doors.requests is None:
+    engine writes no request files; a timer has none: nobody decides it)."""
+    if doors.requests is None or req.kind == Waiting.TIMER:
         return None
     body = {
         "approval_id": req.approval_id,

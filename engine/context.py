@@ -12,6 +12,7 @@ import hashlib
 import inspect
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -26,7 +27,7 @@ from ..formats import (
 )
 from ..formats.errors import NotSerializable
 from ..formats.records import compact_digest, idempotency_key
-from . import faults, value_schema
+from . import faults, timers, value_schema
 from .approvals import approval_id, decided, digest_of, question_digest, same_request
 from .errors import (
     ContextClosed,
@@ -68,6 +69,7 @@ class NodeContext:
         self.attempt = attempt
         self._calls = 0
         self._asks = 0
+        self._sleeps = 0
         self._closed = False
 
     def close(self) -> None:
@@ -171,6 +173,57 @@ class NodeContext:
             with scope.reader() as r:
                 req = r.approval(aid)
         return req
+
+    # -- durable timers ----------------------------------------------------
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` without holding a worker: the first call commits a timer and
+        pauses the run (``SLEEPING``); a watcher resumes it when due, and then (or on any
+        later run of the node) this returns at once. The due time is fixed by the first
+        call, however late the node runs again.
+
+        Raises:
+            InvalidTimer: ``seconds`` is negative, NaN or not a number.
+        """
+        self._check_open("sleep")
+        until = timers.after(seconds, self._scope.clock())
+        self._sleep(until, digest_of("sleep", seconds))
+
+    def sleep_until(self, when: float | datetime) -> None:
+        """``sleep`` until ``when``: epoch seconds or an aware datetime (a time already
+        past returns at once, with nothing recorded).
+
+        Raises:
+            InvalidTimer: a naive datetime, a non-finite number, or not a time.
+        """
+        self._check_open("sleep_until")
+        until = timers.epoch(when)
+        self._sleep(until, digest_of("sleep_until", until))
+
+    def _sleep(self, until: float, digest: str) -> None:
+        scope = self._scope
+        index = self._sleeps
+        self._sleeps += 1
+        tid = approval_id(self.run_id, self.task_id, index, kind=Waiting.TIMER.value)
+        with scope.reader() as r:
+            req = r.approval(tid)
+        now = scope.clock()
+        if req is None:
+            if until <= now:
+                return  # nothing to wait for: the same call returns at once on every run
+            raise Paused(timers.waiting(self.node, until), [timers.request(
+                run_id=self.run_id, timer_id=tid, node=self.node, task=self.task_id,
+                digest=digest, until=until, version=scope.version, now=now)])
+        if req.digest != digest:
+            raise Nondeterminism(self.node, index, f"{req.action} ({req.digest[:19]})",
+                                 f"a timer ({digest[:19]})")
+        if req.decision is not None:
+            return
+        if now < (due := timers.until_of(req)):
+            raise Paused(timers.waiting(self.node, due), [])
+        faults.point("timer_due")
+        scope.commit([decided(req, Decision.ELAPSED, by="bide", reason="due", at=now)],
+                     task=self.task_id)
+        faults.point("after_timer_elapsed")
 
     # -- tools -------------------------------------------------------------
     def tool(self, t: Tool[..., Any], /, *args: Any, **kwargs: Any) -> Any:

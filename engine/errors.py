@@ -31,6 +31,7 @@
     │   ├── UnknownVersion         the run has no checkpoint at that version  (NotFound)
     │   ├── UnknownKey             the state has no such key at that version  (NotFound)
     │   ├── UnknownStatus          not a run status name (also a ValueError)
+    │   ├── InvalidTimer           ctx.sleep/sleep_until: a bad duration or time (a ValueError)
     │   ├── RunNotResumable        e.g. DONE, CANCELLED, or leased elsewhere  (Conflict)
     │   ├── NotCancellable         the run already finished                   (Conflict)
     │   ├── LangGraphThread        a bide-flow reader asked about a LangGraph thread (Conflict)
@@ -289,6 +290,11 @@ class UnknownStatus(RunError, ValueError):
                          "(any case)")
 
 
+class InvalidTimer(RunError, ValueError):
+    """``ctx.sleep``/``ctx.sleep_until`` got a negative, NaN or non-number duration, or a
+    naive datetime; the message says which."""
+
+
 class RunNotResumable(RunError, Conflict):
     def __init__(self, run_id: str, why: str) -> None:
         self.run_id = run_id
@@ -507,6 +513,7 @@ __all__ = [
     "FlowMismatch",
     "FollowTimeout",
     "InvalidAnswer",
+    "InvalidTimer",
     "LangGraphThread",
     "LogUnreadable",
     "NewerSchema",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..formats import Checkpoint, LeaseReleased, PendingWrite, Record, StatusChanged
-from . import faults
+from . import faults, timers
 from .approvals import Doors, write_request_file
 from .errors import Paused, StaleLease, StoreFull
 from .flow import Flow
@@ -29,7 +29,7 @@ from .state import DEFERRED, Op, fold
 from .step import StepScope
 from .store import Store
 from .tasks import TaskResult, arun_tasks, run_tasks
-from .vocabulary import Status, pause_status
+from .vocabulary import Status, Waiting, pause_status
 
 GEOMETRIC_MIN = 64  # deltas before the first full snapshot under the default policy
 
@@ -236,8 +236,8 @@ class Execution:
             return True
         paused = [r for r in results if r.kind == "pause"]
         if paused:
-            self._pause([r.pause for r in paused if r.pause is not None],
-                        item=self.labels.get(paused[0].task, paused[0].node))
+            self._pause([(r.pause, self.labels.get(r.task, r.node))
+                         for r in paused if r.pause is not None])
             return True
         return False
 
@@ -274,13 +274,18 @@ class Execution:
             run_id=self.run_id, status=Status.FAILED, node=node, error=error, reason=reason,
             at=self.clock())])
 
-    def _pause(self, pauses: list[Any], item: str) -> None:
-        requests = [rec for p in pauses for rec in p.records]
-        waiting = pauses[0].waiting
+    def _pause(self, paused: list[tuple[Any, str]]) -> None:
+        """Commit the pause; ``paused``: each paused task's Paused and its label."""
+        requests = [rec for p, _ in paused for rec in p.records]
+        status = pause_status({p.waiting["type"] for p, _ in paused})
+        if status == Status.SLEEPING:  # the run wakes at the earliest timer
+            pause, item = min(paused, key=lambda pair: timers.earliest_key(pair[0].waiting))
+        else:  # a person's decision first: a timer never holds a waiting run's place
+            pause, item = next((pair for pair in paused
+                                if pair[0].waiting["type"] != Waiting.TIMER), paused[0])
+        waiting = pause.waiting
         if waiting.get("node_id") != item:  # a Send task: say which item waits (search[3])
             waiting = {**waiting, "item": item}
-        kinds = {p.waiting["type"] for p in pauses}
-        status = pause_status(kinds)
         self._checkpoint(status, release=True, waiting=waiting, extra=requests, folding=False)
         faults.point("after_pause_committed")
         for req in requests:

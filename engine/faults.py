@@ -31,6 +31,8 @@ FAULT_POINTS: dict[str, str] = {
     "after_intent_completed": "the tool's outcome is durable (ridden or flushed alone)",
     "after_pause_committed": "a pause checkpoint and its request are durable",
     "after_request_file": "the request file for a pause is written",
+    "timer_due": "a re-run node reached a due timer; its elapsed record not yet committed",
+    "after_timer_elapsed": "a timer's elapsed record is durable, the node goes on",
     "after_lease_acquired": "a worker took a run's lease",
     "after_decision_recorded": "an inbox decision is in the store, its file not yet moved",
     "after_file_claimed": "an inbox file was claimed, not yet checked",

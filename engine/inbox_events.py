@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import math
 import os
 import select
 import sys
@@ -93,6 +94,8 @@ class InboxEvents:
     def __init__(self, directory: Path, stop: threading.Event, *, rescan: float,
                  poll: bool = False) -> None:
         self.directory, self.stop, self.rescan, self.poll = directory, stop, rescan, poll
+        self._due = math.inf  # monotonic time of the next quiet pass
+        self._due_lock = threading.Lock()
         self._inotify: _Inotify | None = None
         if not poll and sys.platform.startswith("linux"):
             try:
@@ -110,14 +113,17 @@ class InboxEvents:
             yield from self._watchfiles()
             return
         try:
-            due = time.monotonic() + self.rescan
+            with self._due_lock:  # a due time asked for before the first pass stands
+                self._due = min(self._due, time.monotonic() + self.rescan)
             while not self.stop.is_set():
                 # in slices: a stop set by another thread (no wake()) is seen soon too
-                landed = self._inotify.wait(max(0.0, min(due - time.monotonic(), STOP_SLICE)))
+                wait = min(self._due - time.monotonic(), STOP_SLICE)
+                landed = self._inotify.wait(max(0.0, wait))
                 if self.stop.is_set():
                     return
-                if landed or time.monotonic() >= due:
-                    due = time.monotonic() + self.rescan
+                if landed or time.monotonic() >= self._due:
+                    with self._due_lock:
+                        self._due = time.monotonic() + self.rescan
                     yield landed
         finally:
             inotify, self._inotify = self._inotify, None  # a late wake() then does nothing
@@ -132,6 +138,14 @@ class InboxEvents:
             if self.stop.is_set():
                 return
             yield bool(changes)
+
+    def pass_by(self, when: float) -> None:
+        """Make the next quiet pass no later than ``when`` (monotonic): a run falls due
+        then. Any thread may call it (with inotify; elsewhere passes stay ``rescan``
+        apart)."""
+        with self._due_lock:
+            self._due = min(self._due, when)
+        self.wake()  # a wait under way shortens to the new due time
 
     def wake(self) -> None:
         """Make a waiting pass return now (a stop from a signal handler or another thread)."""

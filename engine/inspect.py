@@ -33,7 +33,7 @@ from .errors import UnknownKey as UnknownKey  # its old home: `inspect.UnknownKe
 from .errors import UnknownVersion as UnknownVersion  # its old home, still imported from here
 from .index import RunHead
 from .planned import sends_of
-from .render import clip, first_line, preview, size
+from .render import clip, due_text, first_line, preview, size
 from .run_view import RunView, owner_alive
 from .send import labels_of, next_labels
 from .state import materialize
@@ -87,7 +87,7 @@ def lease_of(reader: Reader, head: RunHead, now: float) -> dict[str, Any] | None
             "live": view.lease_live(now)}
 
 
-def waiting_text(head: RunHead, live: bool) -> str:
+def waiting_text(head: RunHead, live: bool, now: float) -> str:
     """What the run waits on, in a few words (``-`` if nothing)."""
     w = head.waiting or {}
     if w.get("type") == "approval":
@@ -96,6 +96,8 @@ def waiting_text(head: RunHead, live: bool) -> str:
         return f"reconcile {w.get('tool')} ({w.get('node_id')})"
     if w.get("type") == Waiting.INPUT:
         return f"answer {w.get('approval_id')} ({w.get('node_id')}): {w.get('question')}"
+    if w.get("type") == Waiting.TIMER:
+        return f"timer ({w.get('item') or w.get('node_id')}) {due_text(w.get('until'), now)}"
     if head.status == Status.RUNNING and not live:
         return "orphaned: no live lease"
     if head.status == Status.PENDING:
@@ -120,7 +122,7 @@ def runs(engine: Engine, *, status: str | None = None, flow: str | None = None,
             rows.append({
                 "run_id": h.run_id, "flow": h.flow, "status": h.status,
                 "state_version": h.state_version, "superstep": h.superstep,
-                "waiting": h.waiting, "waiting_on": waiting_text(h, live), "lease_live": live,
+                "waiting": h.waiting, "waiting_on": waiting_text(h, live, now), "lease_live": live,
                 "error": first_line(h.error, 200) or None, "parent": h.parent,
                 "created_at": h.created_at, "updated_at": h.updated_at,
             })

@@ -47,6 +47,18 @@ def ago(ts: float | None, now: float) -> str:
     return f"{text} ago" if delta > 0 else f"in {text}"
 
 
+def due_text(until: float | None, now: float) -> str:
+    """When a timer falls due, absolute and relative: ``until 2026-12-01T05:30:00+00:00
+    (in 3s)``, or ``(overdue 2m)`` once it has passed and nobody resumed the run yet."""
+    if until is None:
+        return "-"
+    when = datetime.datetime.fromtimestamp(until).astimezone().isoformat(timespec="seconds")
+    delta = until - now
+    if delta <= 0:
+        return f"until {when} (overdue {span(-delta)})"
+    return f"until {when} (in {span(delta)})"
+
+
 def span(seconds: float) -> str:
     """A duration in its largest sensible unit: ``42s``, ``3m``, ``5h``, ``2d``."""
     for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):

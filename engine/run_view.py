@@ -15,7 +15,7 @@ import socket
 from dataclasses import dataclass
 
 from ..formats import Checkpoint, PendingWrite, pack_value
-from . import faults
+from . import faults, timers
 from .errors import StaleLease, UnknownVersion
 from .index import ApprovalState, RunHead, Tables
 from .store import LEASES, Reader
@@ -99,11 +99,14 @@ class RunView:
         if head.status in WAITING:
             req = self.awaited_approval()
             return req is not None and settled(req, now)
+        if head.status == Status.SLEEPING:
+            return timers.is_due(head, now)
         return head.status == Status.RUNNING and not self.lease_live(now)
 
     def workable_at(self, now: float) -> float | None:
         """When ``needs_work`` turns true with no commit in between: the expiry of the
-        live lease it runs under, or the deadline of the approval it waits for.
+        live lease it runs under, the deadline of the approval it waits for, or the
+        due time of the timer it sleeps on.
 
         None when only a commit can change that (or it needs work now, or never will).
         """
@@ -116,7 +119,7 @@ class RunView:
             req = self.awaited_approval()
             if req is not None and not settled(req, now) and req.expires_at is not None:
                 return req.expires_at
-        return None
+        return timers.due_at(head)  # a sleeping run's due time (None for any other)
 
 
 def finished(head: RunHead) -> bool:

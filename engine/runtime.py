@@ -20,7 +20,7 @@ from ..formats import (
     check_serializable,
 )
 from ..formats.errors import NotSerializable
-from . import attention, faults, pg_home, signing
+from . import attention, faults, pg_home, signing, timers
 from .approvals import Doors, check_decision, decided, undecided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
@@ -207,6 +207,8 @@ class Engine(Surface):
             raise RunNotResumable(run_id, f"it is {head.status}")
         if head.status in WAITING and not self._decided(head):
             return self.get(run_id)  # nothing to do until someone decides
+        if not timers.is_due(head, self.clock()):
+            return self.get(run_id)  # SLEEPING: nothing to do before its due time
         with self.store.reader() as r:  # the flow must still fit before anything is written
             cp, _, found = RunView(r, head).unfolded()
             sends = sends_of(r, head.checkpoint, cp)
@@ -315,6 +317,8 @@ class Engine(Surface):
             req = view.awaited_approval() if head.status in WAITING else None
             if req is not None and not settled(req, now):
                 raise RunNotResumable(run_id, f"it waits for decision {req.approval_id}")
+            if not timers.is_due(head, now):
+                raise RunNotResumable(run_id, f"it sleeps until {timers.due_at(head)}")
             if head.lease_owner != self.owner and view.lease_live(now):
                 raise RunNotResumable(run_id, f"worker {head.lease_owner} holds its lease "
                                       f"for {view.lease_expires() - now:.1f}s more")
@@ -462,7 +466,8 @@ class Engine(Surface):
         """Decisions waiting: approvals, questions (kind ``input``: ``question`` and the
         ``schema`` of the answer) and reconciliations nobody has decided yet."""
         with self.store.reader() as r:
-            rows = [pending_row(a) for a in r.approvals() if a.decision is None]
+            rows = [pending_row(a) for a in r.approvals() if a.decision is None
+                    and not (a.kind == Waiting.TIMER and timers.run_ended(r, a.run_id))]
         return sorted(rows, key=lambda a: a["requested_at"])
 
     # -- reading ---------------------------------------------------------------
@@ -539,7 +544,8 @@ def pending_row(a: Any) -> dict[str, Any]:
             "action": a.action, "payload": a.payload, "digest": a.digest, "allowed": a.allowed,
             "tool": a.tool, "intent": a.intent, "requested_at": a.requested_at,
             "expires_at": a.expires_at, "schema": a.schema,
-            "question": a.action if a.kind == Waiting.INPUT else None}
+            "question": a.action if a.kind == Waiting.INPUT else None,
+            "until": timers.until_of(a) if a.kind == Waiting.TIMER else None}
 
 
 def _intent_row(i: Any) -> dict[str, Any]:

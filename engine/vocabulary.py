@@ -27,6 +27,7 @@ class Status(_Word):
     RUNNING = "RUNNING"
     WAITING_APPROVAL = "WAITING_APPROVAL"
     WAITING_INPUT = "WAITING_INPUT"  # ``ctx.ask``: a person's answer (a value)
+    SLEEPING = "SLEEPING"  # ``ctx.sleep``: a durable timer; a watcher resumes it when due
     NEEDS_RECONCILIATION = "NEEDS_RECONCILIATION"
     INTERRUPTED = "INTERRUPTED"
     DONE = "DONE"
@@ -83,6 +84,7 @@ class Decision(_Word):
     RETRY = "retry"
     ABORT = "abort"
     ANSWER = "answer"  # carries the value (``engine.answer``, ``bide answer``)
+    ELAPSED = "elapsed"  # a timer's due time came (recorded by bide, never by a person)
 
 
 IN_DOUBT = frozenset({IntentStatus.PREPARED, IntentStatus.UNKNOWN})  # no outcome known yet
@@ -90,6 +92,7 @@ IN_DOUBT = frozenset({IntentStatus.PREPARED, IntentStatus.UNKNOWN})  # no outcom
 APPROVAL_DECISIONS = (Decision.APPROVE.value, Decision.REJECT.value)
 RECONCILE_DECISIONS = (Decision.MARK_DONE.value, Decision.RETRY.value, Decision.ABORT.value)
 INPUT_DECISIONS = (Decision.ANSWER.value, Decision.REJECT.value)
+BIDE_DECISIONS = (Decision.ELAPSED.value,)  # only bide records these: a timer allows none
 
 
 class Waiting(_Word):
@@ -98,14 +101,18 @@ class Waiting(_Word):
     APPROVAL = "approval"
     INPUT = "input"
     RECONCILIATION = "reconciliation"
+    TIMER = "timer"  # ``ctx.sleep``: its request's payload holds the due time
 
 
 def pause_status(kinds: set[str]) -> Status:
     """The status of a run paused by requests of these kinds: a tool call in doubt
-    outranks an approval, which outranks a question (the status names the most
-    pressing thing; ``bide pending`` lists them all)."""
+    outranks an approval, which outranks a question, which outranks a timer (the
+    status names the most pressing thing; ``bide pending`` lists them all)."""
     if Waiting.RECONCILIATION in kinds:
         return Status.NEEDS_RECONCILIATION
+    if kinds and kinds <= {Waiting.TIMER.value}:
+        return Status.SLEEPING
+    kinds = kinds - {Waiting.TIMER.value}  # a person's decision outranks a timer
     if kinds and kinds <= {Waiting.INPUT.value}:
         return Status.WAITING_INPUT
     return Status.WAITING_APPROVAL

@@ -37,9 +37,10 @@ from .runtime import Engine
 
 RESCAN = 30.0  # seconds between full rescans when changes are announced
 SLICE = 0.5  # the longest a stop goes unseen while waiting
-SLACK = 0.05  # look this long after a lease or deadline ends (it must have ended)
+SLACK = 0.01  # look this long after a lease or deadline ends (it must have ended)
 RETRY = 1.0  # after a failed read (the server restarting), try again this soon
-GRID = 1.0  # timers fall due on whole seconds: runs due together are read in one snapshot
+GRID = 0.01  # timers fall due on a 10 ms grid: runs due together are read in one snapshot
+# (a sleeping run is due to the millisecond: ``ctx.sleep`` promises 100 ms)
 
 
 class Heard(Protocol):

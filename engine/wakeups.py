@@ -60,4 +60,6 @@ def wants_watcher(head: RunHead, *, decided: bool) -> bool:
         return True
     if head.status in WAITING:
         return decided
+    if head.status == Status.SLEEPING:  # every waker learns its due time (``workable_at``)
+        return True
     return head.status == Status.RUNNING and head.lease_owner is None

@@ -5,10 +5,13 @@ Two kinds of thread share the work. The inbox loop (the thread that calls
 the kernel on Linux, watchfiles elsewhere), records the decisions that land
 (a burst in one commit, see ``inbox``) and rescans for runs that can go on
 (submitted by another process, orphaned, an approval expired) each ``rescan``
-seconds; it never runs a node. It offers those runs to ``workers`` worker
-threads (``dispatch``), which resume them: a decision for an idle run is acted
-on while other runs' nodes are busy. Runs whose flow has async nodes run on one
-event loop the watcher owns, so they share it. A rescan reads only the runs not
+seconds, and at the earliest time a run it has seen can go on (a sleeping run's
+due time, an approval's deadline, a lease's end: ``RunView.workable_at``), so a
+timer is served on time without a rescan per timer; it never runs a node. It
+offers those runs to ``workers`` worker threads (``dispatch``), which resume
+them: a decision for an idle run is acted on while other runs' nodes are busy.
+Runs whose flow has async nodes run on one event loop the watcher owns, so they
+share it. A rescan reads only the runs not
 finished (``attention``), so an idle watcher over a long history costs nothing.
 
 On a store that announces changes (PostgreSQL's LISTEN/NOTIFY) the ``waker``
@@ -29,6 +32,7 @@ import asyncio
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -41,9 +45,11 @@ from .recovery import RecoveredRun, RecoverReport
 from .run_view import RunView
 from .runs import Run
 from .runtime import Engine
-from .waker import RESCAN, Waker
+from .vocabulary import Status
+from .waker import RESCAN, Waker, survey
 
 DEFAULT_WORKERS = 4
+PAST_DUE = 0.002  # pass this long after a due time (a run is due once its time has come)
 
 
 class Watcher:
@@ -134,8 +140,12 @@ class Watcher:
         self._take_files()
         if self.stop.is_set() or self._waker is not None:
             return  # the waker finds the runs when the store announces changes
-        for head in self.engine._runnable():
+        ready, later = survey(self.engine)
+        for head in ready:
             self.dispatcher.offer(head.run_id, head.flow)
+        if later and self._events is not None:  # e.g. a sleeping run's due time
+            soonest = min(at for at, _ in later) - self.engine.clock()
+            self._events.pass_by(time.monotonic() + max(0.0, soonest) + PAST_DUE)
 
     def _offer_decided(self, run_ids: list[str]) -> None:
         """Runs whose decisions were just recorded go first (someone waits for them).
@@ -170,8 +180,16 @@ class Watcher:
                                            resume=resume)
         if isinstance(outcome, Run):
             self._log_run(outcome)
+            self._pass_by(outcome)
         else:
             self._log_entry(outcome)
+
+    def _pass_by(self, run: Run) -> None:
+        """A run this worker left sleeping: the inbox loop passes at its due time."""
+        until = (run.waiting or {}).get("until") if run.status == Status.SLEEPING else None
+        if until is not None and self._events is not None:
+            self._events.pass_by(time.monotonic() + max(0.0, until - self.engine.clock())
+                                 + PAST_DUE)
 
     def _is_async(self, flow: str) -> bool:
         found = self.engine.flows.get(flow)
@@ -207,8 +225,11 @@ class Watcher:
                 self._loop.close()
 
     def _log_run(self, run: Run) -> None:
+        waiting = run.waiting or {}
+        on = waiting.get("approval_id") or (
+            f"a timer due at {waiting['until']:.3f}" if "until" in waiting else None)
         self.log(f"run {run.run_id}: {run.status.value.lower()}"
-                 + (f" (waiting on {run.waiting['approval_id']})" if run.waiting else ""))
+                 + (f" (waiting on {on})" if on else ""))
 
     def _log_entry(self, entry: RecoveredRun) -> None:
         if entry.outcome == "blocked" and entry.recorded_now:  # said once, not every rescan

@@ -16,7 +16,8 @@ def test_all_is_sorted_and_complete():
 
 
 def test_status_values_equal_names():
-    names = ["PENDING", "RUNNING", "WAITING_APPROVAL", "WAITING_INPUT", "NEEDS_RECONCILIATION",
+    names = ["PENDING", "RUNNING", "WAITING_APPROVAL", "WAITING_INPUT", "SLEEPING",
+             "NEEDS_RECONCILIATION",
              "INTERRUPTED", "DONE", "FAILED", "CANCELLED"]
     assert [s.value for s in bide.Status] == names
     assert all(s.name == s.value for s in bide.Status)
@@ -26,7 +27,7 @@ def test_intent_status_and_decision_words_are_pinned():
     assert [s.value for s in bide.IntentStatus] == [
         "prepared", "completed", "failed", "unknown", "resolved"]
     assert [d.value for d in bide.Decision] == ["approve", "reject", "mark_done", "retry", "abort",
-                                                "answer"]
+                                                "answer", "elapsed"]
     assert all(m.name == m.value.upper() for m in (*bide.IntentStatus, *bide.Decision))
 
 
@@ -34,7 +35,8 @@ def test_issue_11_names_are_public_in_their_branch_of_the_tree():
     from bide.engine import errors
 
     branches = {"ContextClosed": bide.ToolError, "ToolNeedsAwait": bide.ToolError,
-                "UnknownStatus": bide.RunError, "UnknownVersion": bide.RunError}
+                "UnknownStatus": bide.RunError, "UnknownVersion": bide.RunError,
+                "InvalidTimer": bide.RunError}
     for name, branch in branches.items():
         assert name in bide.__all__ and issubclass(getattr(bide, name), branch)
         assert name in errors.__doc__  # drawn in the tree

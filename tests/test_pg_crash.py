@@ -6,7 +6,9 @@ The same scenarios and checks as on LMDB, with a URL as the home: chain_app at e
 commit boundary (``test_crash_resume``), a fan-out's held outputs, each step of the
 intent protocol and of a held tool outcome (``test_intents_crash``,
 ``test_held_crash``), a takeover dying again, a pause, the inbox (``bide watch
---once``) and ``bide prune``. ``ALL_POINTS`` below checks that nothing is left out.
+--once``) and ``bide prune``; a durable timer's boundaries in ``test_timers_crash``
+(its ``world`` is LMDB and PostgreSQL). ``ALL_POINTS`` below checks that nothing is
+left out.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from bide.engine.inbox import drop_decision
 from conftest import APPS, count_lines, run_app
 from test_crash_resume import EXPECTED_TRAIL, FAULTS, HELD, HELD_FAULTS, crash_then_resume
 from test_send_crash import check_world, crash_and_resume
+from test_timers_crash import TIMER_POINTS  # run there on PostgreSQL too (its `world`)
 
 pytest.importorskip("psycopg")
 
@@ -45,7 +48,8 @@ MAP_FAULTS = ("map_planned:1", "map_task_started:7", "after_tool_effect:4")
 HELD_PG = [f for f in HELD_FAULTS if f in ("sibling_output_held:1", "sibling_output_held:3")]
 ALL_POINTS = ({f.split(":")[0] for f in FAULTS + HELD_PG} | set(INTENT_POINTS)
               | {p for p, _ in HELD_OUTCOME} | {"after_lease_acquired"} | set(PAUSE_POINTS)
-              | set(INBOX_POINTS) | {"during_prune"} | {f.split(":")[0] for f in MAP_FAULTS})
+              | set(INBOX_POINTS) | {"during_prune"} | {f.split(":")[0] for f in MAP_FAULTS}
+              | set(TIMER_POINTS))
 
 
 def quick_or_slow(faults: list[str]) -> list:

@@ -82,7 +82,9 @@ def test_groups_partition_what_they_name():
     assert vocabulary.FINISHED | vocabulary.WAITING < set(bide.Status)
     assert not vocabulary.FINISHED & vocabulary.WAITING
     assert set(vocabulary.APPROVAL_DECISIONS) | set(vocabulary.RECONCILE_DECISIONS) | \
-        set(vocabulary.INPUT_DECISIONS) == set(bide.Decision)
+        set(vocabulary.INPUT_DECISIONS) | set(vocabulary.BIDE_DECISIONS) == set(bide.Decision)
+    assert not set(vocabulary.BIDE_DECISIONS) & (set(vocabulary.APPROVAL_DECISIONS)
+                                                 | set(vocabulary.INPUT_DECISIONS))
     assert all(s.finished for s in vocabulary.FINISHED) and bide.Status.RUNNING.finished is False
     assert bide.Status.WAITING_APPROVAL.waiting and not bide.Status.DONE.waiting
     assert bide.Status.WAITING_INPUT.waiting

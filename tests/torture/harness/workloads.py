@@ -27,7 +27,7 @@ from bide.engine.watcher import Watcher
 from bide.formats import PendingWrite
 
 RUN_ID = "r1"
-WORKLOADS = ("chain", "fanout", "tools", "approval", "grow", "maintain", "map")
+WORKLOADS = ("chain", "fanout", "tools", "approval", "grow", "maintain", "map", "timer")
 RESULTS: dict[str, Any] = {
     "send_email": "sent to ops@example.com",
     "create_ticket": {"ticket": "T-1"},
@@ -43,6 +43,7 @@ RECONCILED = ("git_apply", "ship")
 LONG_STEPS = 12
 MAP_ITEMS = 4  # the map workload's Send tasks (2 at once)
 BLOB = 40_000
+NAP = 0.05  # the timer workload's sleep: short, so a trial waits little for its due time
 
 
 class World:
@@ -152,6 +153,14 @@ def build_flow(workload: str, world: World) -> bide.Flow:
         flow.route("plan", lambda s: [bide.Send("item", {"item": i}) for i in s["items"]])
         flow.reducer("shipped", bide.append)
         flow.reducer("told", bide.append)
+    elif workload == "timer":  # a tool call, a durable sleep, then a non-idempotent call
+        def nap(state: Any, ctx: Any) -> Any:
+            ticket = ctx.tool(tools["create_ticket"], "nap")
+            ctx.sleep(NAP)
+            return {"ticket": ticket, "email": ctx.tool(tools["send_email"], "after the nap")}
+
+        node("nap", nap, start=True)
+        node("after", lambda s, c: {"done": True}, after=("nap",))
     elif workload == "long":
         def step(state: Any, ctx: Any) -> Any:
             i = state.get("i", 0)
@@ -210,6 +219,10 @@ def _step(eng: bide.Engine, workload: str, world: World, counts: Counter[str]) -
         return "FINISHED"
     if status == "WAITING_APPROVAL":
         _approve_through_inbox(eng, head)
+        Watcher(eng, log=lambda line: None).once()
+        counts["watched"] += 1
+    elif status == "SLEEPING":  # wait out the due time; a watcher resumes it
+        time.sleep(max(0.0, head.waiting["until"] - time.time()))
         Watcher(eng, log=lambda line: None).once()
         counts["watched"] += 1
     elif status == "NEEDS_RECONCILIATION":
