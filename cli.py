@@ -814,7 +814,8 @@ def run_flow(flow_name: str, home: Path, input_json: str, run_id: str | None,
     """Start a run in this process, print its records live, end with its final state.
 
     Exit 0 when it is DONE; 4 when it waits for a person (printed: what, and how to
-    decide); 1 when it FAILED or was cancelled; 130 on Ctrl-C (the run stays resumable).
+    decide) or sleeps on a durable timer (printed: until when); 1 when it FAILED or
+    was cancelled; 130 on Ctrl-C (the run stays resumable).
     """
     data = _input_object(input_json)
     with open_home(home) as eng:
@@ -836,6 +837,12 @@ def run_flow(flow_name: str, home: Path, input_json: str, run_id: str | None,
         return
     if run.status.waiting:
         click.echo(_how_to_decide(run.run_id, run.waiting or {}), err=True)
+        raise click.exceptions.Exit(EXIT_PAUSED)
+    if run.status == Status.SLEEPING:
+        until = (run.waiting or {}).get("until")
+        click.echo(f"{run.run_id} sleeps in node {(run.waiting or {}).get('node_id')} "
+                   f"{due_text(until, time.time())}: `bide watch --app ...` resumes "
+                   "it when due", err=True)
         raise click.exceptions.Exit(EXIT_PAUSED)
     raise click.exceptions.Exit(EXIT_BAD_STATE)
 

@@ -24,17 +24,18 @@ from .errors import FollowTimeout, UnknownRun
 from .events import Event, read_event
 from .offload import off_loop
 from .store import Store
-from .vocabulary import FINISHED, WAITING, Status
+from .vocabulary import FINISHED, Status
 
 FALLBACK = 2.0  # seconds between re-reads when no wake-up comes
 BATCH = 500  # events read per snapshot
 Events = Generator[Event, None, None]  # close() it to release the feed early
-PAUSED = WAITING | {Status.INTERRUPTED}  # waits for a person, or was let go by its worker
+MOVING = frozenset({Status.PENDING, Status.RUNNING})  # a worker has it, or will take it
 
 
 def stops(status: str, through_pauses: bool) -> bool:
-    """Does a follower stop at a run in ``status``?"""
-    return status in FINISHED or (not through_pauses and status in PAUSED)
+    """Does a follower stop at a run in ``status``? At the end, and unless asked to go
+    on, at any pause: waiting for a person or a timer, or let go by its worker."""
+    return status in FINISHED or (not through_pauses and status not in MOVING)
 
 
 def follow(store: Store, run_id: str, *, since: int | None = None,

@@ -116,6 +116,13 @@ def test_a_pause_ends_the_follow_unless_it_goes_on_through_pauses(eng):
     assert dicts(paused + follower.join()) == eng.log(run.run_id)
 
 
+def test_a_run_put_to_sleep_ends_the_follow(eng):
+    run = eng.start("naps")
+    assert run.status == Status.SLEEPING
+    slept = list(eng.follow(run.run_id, timeout=DEADLINE))  # returns: nobody runs it now
+    assert dicts(slept) == eng.log(run.run_id)
+
+
 def test_unknown_run_raises_at_the_call_as_get_does(eng):
     with pytest.raises(bide.UnknownRun) as raised:
         eng.follow("r-nobody")

@@ -264,6 +264,9 @@ def test_bide_run_prints_events_then_the_final_state_and_its_exit_code(place):
     assert outcome["status"] == Status.DONE and outcome["state"]["summary"] == "GO 0; GO 1"
     paused = place.run("run", "asks", "--home", place.home, "--app", "follow_app:flows")
     assert paused.returncode == 4 and "bide approve a-" in paused.stderr, paused.stderr
+    asleep = place.run("run", "naps", "--home", place.home, "--app", "follow_app:flows")
+    assert asleep.returncode == 4 and "SLEEPING" in asleep.stdout, asleep.stderr
+    assert "bide watch" in asleep.stderr and "(in 59m" in asleep.stderr, asleep.stderr
     failed = place.run("run", "breaks", "--home", place.home, "--app", "follow_app:flows")
     assert failed.returncode == 1 and "this node always fails" in failed.stdout
     again = place.run("run", "steps", "--home", place.home, "--app", "follow_app:flows",

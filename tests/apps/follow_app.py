@@ -3,7 +3,7 @@
 ``steps`` runs three nodes, each appending to $BIDE_TEST_EFFECTS (outside the
 store); ``gated`` waits in its node until the file $BIDE_TEST_GATE exists (so a
 test decides when the run goes on); ``asks`` pauses for an approval; ``breaks``
-fails.
+fails; ``naps`` sleeps an hour on a durable timer.
 """
 
 from __future__ import annotations
@@ -89,4 +89,14 @@ def broken(state, ctx):
     raise RuntimeError("this node always fails")
 
 
-flows = [steps, gated, asks, breaks]
+naps = bide.Flow("naps")
+
+
+@naps.node(start=True)
+def nap(state, ctx):
+    ctx.sleep(3600)  # a durable timer: the run sleeps, its worker is released
+    effect(f"woke {ctx.run_id}")
+    return {"woke": True}
+
+
+flows = [steps, gated, asks, breaks, naps]
