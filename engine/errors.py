@@ -33,6 +33,7 @@
     │   ├── UnknownStatus          not a run status name (also a ValueError)
     │   ├── RunNotResumable        e.g. DONE, CANCELLED, or leased elsewhere  (Conflict)
     │   ├── NotCancellable         the run already finished                   (Conflict)
+    │   ├── SignalRefused          a signal to a finished run                 (Conflict)
     │   ├── LangGraphThread        a bide-flow reader asked about a LangGraph thread (Conflict)
     │   ├── NotALangGraphThread    a LangGraph thread id already used by a bide run (Conflict)
     │   └── NodeFailed             a node raised after its retries (run is FAILED)
@@ -294,6 +295,14 @@ class RunNotResumable(RunError, Conflict):
         super().__init__(f"run {run_id!r} cannot be resumed: {why}")
 
 
+class SignalRefused(RunError, Conflict):
+    """A signal no wait could ever take: its run is DONE or CANCELLED (nothing is kept)."""
+
+    def __init__(self, run_id: str, name: str, why: str) -> None:
+        self.run_id, self.name = run_id, name
+        super().__init__(f"signal {name!r} to run {run_id!r} refused: {why}")
+
+
 class UnknownKey(RunError, NotFound):
     """The state has no such key at that version."""
 
@@ -517,6 +526,7 @@ __all__ = [
     "RunError",
     "RunExists",
     "RunNotResumable",
+    "SignalRefused",
     "StaleLease",
     "StateNotSerializable",
     "StoreBusy",

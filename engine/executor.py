@@ -14,7 +14,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..formats import Checkpoint, LeaseReleased, PendingWrite, Record, StatusChanged
+from ..formats import (
+    ApprovalRequested,
+    Checkpoint,
+    LeaseReleased,
+    PendingWrite,
+    Record,
+    StatusChanged,
+)
 from . import faults
 from .approvals import Doors, write_request_file
 from .errors import StaleLease, StoreFull
@@ -276,9 +283,10 @@ class Execution:
         status = pause_status(kinds)
         self._checkpoint(status, release=True, waiting=waiting, extra=requests, folding=False)
         faults.point("after_pause_committed")
-        for req in requests:
+        asked = [req for req in requests if isinstance(req, ApprovalRequested)]
+        for req in asked:  # a wait for a signal has no request file
             write_request_file(self.doors, req)
-        if requests:
+        if asked:
             faults.point("after_request_file")
 
     def _fold(self, results: list[TaskResult]) -> None:

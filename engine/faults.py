@@ -32,6 +32,8 @@ FAULT_POINTS: dict[str, str] = {
     "after_pause_committed": "a pause checkpoint and its request are durable",
     "after_request_file": "the request file for a pause is written",
     "after_lease_acquired": "a worker took a run's lease",
+    "after_signal_sent": "a signal is in its run's queue",
+    "after_signal_consumed": "a wait's take of a signal is durable, its node not yet done",
     "after_decision_recorded": "an inbox decision is in the store, its file not yet moved",
     "after_file_claimed": "an inbox file was claimed, not yet checked",
     "during_compact_swap": "a compacted copy is written and about to replace the store",

@@ -27,6 +27,7 @@ class Status(_Word):
     RUNNING = "RUNNING"
     WAITING_APPROVAL = "WAITING_APPROVAL"
     WAITING_INPUT = "WAITING_INPUT"  # ``ctx.ask``: a person's answer (a value)
+    WAITING_SIGNAL = "WAITING_SIGNAL"  # ``ctx.wait_for``: a signal (engine/signals.py)
     NEEDS_RECONCILIATION = "NEEDS_RECONCILIATION"
     INTERRUPTED = "INTERRUPTED"
     DONE = "DONE"
@@ -54,12 +55,12 @@ class Status(_Word):
 
     @property
     def waiting(self) -> bool:
-        """The run waits for a person's decision (or answer)."""
+        """The run waits for something from outside: a decision, an answer, a signal."""
         return self in WAITING
 
 
 FINISHED = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
-WAITING = frozenset({Status.WAITING_APPROVAL, Status.WAITING_INPUT,
+WAITING = frozenset({Status.WAITING_APPROVAL, Status.WAITING_INPUT, Status.WAITING_SIGNAL,
                      Status.NEEDS_RECONCILIATION})
 
 
@@ -98,14 +99,19 @@ class Waiting(_Word):
     APPROVAL = "approval"
     INPUT = "input"
     RECONCILIATION = "reconciliation"
+    SIGNAL = "signal"  # ``ctx.wait_for``: no request; the run's signal queue
 
 
 def pause_status(kinds: set[str]) -> Status:
     """The status of a run paused by requests of these kinds: a tool call in doubt
     outranks an approval, which outranks a question (the status names the most
-    pressing thing; ``bide pending`` lists them all)."""
+    pressing thing; ``bide pending`` lists them all); a signal ranks last."""
     if Waiting.RECONCILIATION in kinds:
         return Status.NEEDS_RECONCILIATION
     if kinds and kinds <= {Waiting.INPUT.value}:
+        return Status.WAITING_INPUT
+    if kinds and kinds <= {Waiting.SIGNAL.value}:
+        return Status.WAITING_SIGNAL
+    if Waiting.INPUT in kinds and kinds <= {Waiting.INPUT.value, Waiting.SIGNAL.value}:
         return Status.WAITING_INPUT
     return Status.WAITING_APPROVAL

@@ -16,7 +16,8 @@ def test_all_is_sorted_and_complete():
 
 
 def test_status_values_equal_names():
-    names = ["PENDING", "RUNNING", "WAITING_APPROVAL", "WAITING_INPUT", "NEEDS_RECONCILIATION",
+    names = ["PENDING", "RUNNING", "WAITING_APPROVAL", "WAITING_INPUT", "WAITING_SIGNAL",
+             "NEEDS_RECONCILIATION",
              "INTERRUPTED", "DONE", "FAILED", "CANCELLED"]
     assert [s.value for s in bide.Status] == names
     assert all(s.name == s.value for s in bide.Status)
@@ -116,3 +117,10 @@ def test_issue_15_send_is_public():
     assert "Send" in bide.__all__
     send = bide.Send("search", {"query": "q"})
     assert (send.node, dict(send.arg)) == ("search", {"query": "q"})
+
+
+def test_signal_names_are_public():
+    assert "SignalRefused" in bide.__all__
+    assert issubclass(bide.SignalRefused, bide.RunError)
+    assert issubclass(bide.SignalRefused, bide.Conflict)
+    assert bide.Status.WAITING_SIGNAL in bide.Status
