@@ -712,6 +712,41 @@ def answer(approval_id: str, value_json: str, home: Path, by: str | None, reason
                    f"resumes run {done['run_id']}", err=True)
 
 
+@main.command("signal")
+@click.argument("run_id", metavar="RUN")
+@click.argument("name", metavar="NAME")
+@click.option("--data", "data_json", metavar="JSON", help="The signal's data (JSON; "
+              "default null): what ctx.wait_for(NAME) returns.")
+@click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
+              show_default=True, help="The bide home directory, or a postgresql:// URL.")
+@click.option("--by", help="Who sends it (recorded).")
+@click.option("--approval-key-file", "--key-file", "key_file",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Sign the signal file with this HMAC key (needed when the home requires "
+                   "signed decisions).")
+@click.option("--inbox", type=click.Path(file_okay=False, path_type=Path),
+              help="Drop the signal file into this directory (the one a watcher serves "
+                   "with --inbox).")
+def signal_cmd(run_id: str, name: str, data_json: str | None, home: Path, by: str | None,
+               key_file: Path | None, inbox: Path | None) -> None:
+    """Send signal NAME to a run (ctx.wait_for): a signal file dropped into the inbox, or,
+    on a postgresql:// home, recorded in the database at once. A run not waiting yet
+    keeps it for its next wait; a DONE or CANCELLED run refuses it."""
+    data = None if data_json is None else _json_arg(data_json)
+    eng = open_home(home, create=False, inbox=inbox)
+    click.get_current_context().call_on_close(eng.close)
+    key = read_approval_key(key_file) if key_file else None
+    try:
+        done = eng.deliver_signal(run_id, name, data, by=by or os.environ.get("USER"), key=key)
+    except ApprovalKeyError as exc:
+        raise click.UsageError(str(exc)) from None
+    if done["file"] is not None:
+        click.echo(f"signal {name!r} for run {run_id} dropped into the inbox: "
+                   f"{Path(done['file']).name}", err=True)
+    else:
+        click.echo(f"signal {name!r} recorded for run {run_id} in {done['home']}", err=True)
+
+
 def _json_arg(text: str) -> Any:
     import json
 

@@ -17,7 +17,8 @@ from .records import Record, register
 
 
 class SignalSent(Record, frozen=True, kw_only=True, omit_defaults=True):
-    """A signal ``name`` with ``data`` arrived for a run (from the API, the CLI or a file)."""
+    """A signal ``name`` with ``data`` arrived for a run (from the API, the CLI or a file:
+    ``file`` and ``content_digest`` name the inbox file, so a file taken twice is kept once)."""
 
     TYPE: ClassVar[str] = "signal_sent"
     VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("data",)
@@ -26,6 +27,7 @@ class SignalSent(Record, frozen=True, kw_only=True, omit_defaults=True):
     data: Any = None
     by: str | None = None
     file: str | None = None
+    content_digest: str | None = None
     at: float = 0.0
 
 
