@@ -40,7 +40,7 @@ FAULT_POINTS: dict[str, str] = {
     "during_prune": "prune is removing a batch of records",
 }
 
-SWITCHES = ("no_intent_replay", "no_fencing")
+SWITCHES = ("no_intent_replay", "no_fencing", "no_signal_replay")
 
 
 class InjectedFault(Exception):

@@ -26,6 +26,7 @@ from bide.engine.inbox import drop_decision
 from conftest import APPS, count_lines, run_app
 from test_crash_resume import EXPECTED_TRAIL, FAULTS, HELD, HELD_FAULTS, crash_then_resume
 from test_send_crash import check_world, crash_and_resume
+from test_signals_crash import SIGNAL_POINTS  # its tests kill at them on PostgreSQL too
 
 pytest.importorskip("psycopg")
 
@@ -45,7 +46,8 @@ MAP_FAULTS = ("map_planned:1", "map_task_started:7", "after_tool_effect:4")
 HELD_PG = [f for f in HELD_FAULTS if f in ("sibling_output_held:1", "sibling_output_held:3")]
 ALL_POINTS = ({f.split(":")[0] for f in FAULTS + HELD_PG} | set(INTENT_POINTS)
               | {p for p, _ in HELD_OUTCOME} | {"after_lease_acquired"} | set(PAUSE_POINTS)
-              | set(INBOX_POINTS) | {"during_prune"} | {f.split(":")[0] for f in MAP_FAULTS})
+              | set(INBOX_POINTS) | {"during_prune"} | {f.split(":")[0] for f in MAP_FAULTS}
+              | set(SIGNAL_POINTS))
 
 
 def quick_or_slow(faults: list[str]) -> list:

@@ -2,7 +2,8 @@
 
 Every node execution and every effect is one line in $BIDE_TEST_EFFECTS (outside
 the store). Run as a worker: ``signal_app.py HOME ACTION RUN [ARGS]`` with ACTION
-``start``, ``resume``, ``signal RUN NAME DATA_JSON``. HOME is a directory or a
+``submit``, ``start``, ``resume``, ``signal RUN NAME DATA_JSON``, ``drop RUN NAME DATA_JSON``
+(a signal file into the inbox), ``inbox RUN`` (process the inbox once, as a watcher does). HOME is a directory or a
 postgresql:// URL (its local directory: $SIGNAL_APP_LOCAL). Prints the run as JSON.
 """
 
@@ -54,7 +55,19 @@ def main(home: str, action: str, run_id: str, *args: str) -> None:
     local = os.environ.get("SIGNAL_APP_LOCAL") if home.startswith("postgresql://") else None
     with bide.open(home, durability="fast", local=local) as engine:
         engine.register(flow, patient)
-        if action == "start":
+        if action == "inbox":
+            from bide.engine.inbox import Inbox
+
+            Inbox(engine).process()
+            run = engine.get(run_id)
+        elif action == "drop":
+            from bide.engine.signal_files import drop_signal
+
+            drop_signal(engine.doors.inbox, run_id, args[0], json.loads(args[1]))
+            run = engine.get(run_id)
+        elif action == "submit":
+            run = engine.get(engine.submit("courier", run_id=run_id))
+        elif action == "start":
             run = engine.start("courier", run_id=run_id)
         elif action == "resume":  # a run a killed worker finished is shown as it is
             run = engine.get(run_id)
