@@ -2,9 +2,10 @@
 
 Every node execution and every effect is one line in $BIDE_TEST_EFFECTS (outside
 the store). Run as a worker: ``signal_app.py HOME ACTION RUN [ARGS]`` with ACTION
-``submit``, ``start``, ``resume``, ``signal RUN NAME DATA_JSON``, ``drop RUN NAME DATA_JSON``
-(a signal file into the inbox), ``inbox RUN`` (process the inbox once, as a watcher does). HOME is a directory or a
-postgresql:// URL (its local directory: $SIGNAL_APP_LOCAL). Prints the run as JSON.
+``submit``, ``start``, ``resume``, ``signal RUN NAME DATA_JSON``, ``drop RUN NAME
+DATA_JSON`` (a signal file into the inbox), ``inbox RUN`` (process the inbox once, as
+a watcher does). HOME is a directory or a postgresql:// URL (its local directory:
+$SIGNAL_APP_LOCAL). Prints the run as JSON.
 """
 
 from __future__ import annotations
