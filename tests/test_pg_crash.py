@@ -6,7 +6,8 @@ The same scenarios and checks as on LMDB, with a URL as the home: chain_app at e
 commit boundary (``test_crash_resume``), a fan-out's held outputs, each step of the
 intent protocol and of a held tool outcome (``test_intents_crash``,
 ``test_held_crash``), a takeover dying again, a pause, the inbox (``bide watch
---once``) and ``bide prune``. ``ALL_POINTS`` below checks that nothing is left out.
+--once``) and ``bide prune``; signals in ``test_signals_crash`` (on PostgreSQL too).
+``ALL_POINTS`` below checks that nothing is left out.
 """
 
 from __future__ import annotations
