@@ -202,9 +202,11 @@ def _show_text(d: dict[str, Any], now: float) -> str:
         lease_text = f"{lease['owner']} (token {lease['token']}, {until})"
     waiting = d["waiting"]
     waiting_text = "-" if not waiting else (
-        f"{waiting.get('type')} {waiting.get('approval_id', '')} in node "
+        f"{' '.join(filter(None, (waiting.get('type'), waiting.get('approval_id'))))} in node "
         f"{waiting.get('item') or waiting.get('node_id')}"  # a Send task: search[3]
-        + (f": {waiting['question']}" if waiting.get("question") else ""))
+        + (f": {waiting['question']}" if waiting.get("question") else "")
+        + (f": {waiting['name']!r}" if waiting.get("name") else "")  # a signal
+        + (f", until {ago(waiting['until'], now)}" if waiting.get("until") else ""))
     pending = "\n".join(f"{node}: {text}" for node, text in d["pending_writes"].items())
     return fields([
         ("run", d["run_id"]),
@@ -604,12 +606,13 @@ def _stats_text(d: dict[str, Any]) -> str:
 @common_options
 def pending(home: Path, as_json: bool) -> None:
     """Decisions waiting: approvals, questions (kind input: answer them with `bide
-    answer`) and reconciliations nobody has decided yet."""
+    answer`) and reconciliations nobody has decided yet; runs waiting for a signal
+    (kind signal: send it with `bide signal RUN NAME`; `expires` is its timeout)."""
     rows = _engine(home).pending()
     now = time.time()
     _out(as_json, rows, lambda: table(
         ["approval", "run", "kind", "node", "action", "asked", "expires"],
-        [[r["approval_id"], r["run_id"], r["kind"], r["node"], clip(r["action"], 30),
+        [[r["approval_id"] or "-", r["run_id"], r["kind"], r["node"], clip(r["action"], 30),
           ago(r["requested_at"], now), ago(r["expires_at"], now) if r["expires_at"] else
           "never"] for r in rows]) if rows else "nothing waits")
 

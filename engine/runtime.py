@@ -478,9 +478,11 @@ class Engine(Surface):
 
     def pending(self) -> list[dict[str, Any]]:
         """Decisions waiting: approvals, questions (kind ``input``: ``question`` and the
-        ``schema`` of the answer) and reconciliations nobody has decided yet."""
+        ``schema`` of the answer) and reconciliations nobody has decided yet; and runs
+        waiting for a signal (kind ``signal``: ``signal``, ``until``; no approval id)."""
         with self.store.reader() as r:
             rows = [pending_row(a) for a in r.approvals() if a.decision is None]
+            rows += signals.pending_rows(r, attention.run_ids(r))
         return sorted(rows, key=lambda a: a["requested_at"])
 
     # -- reading ---------------------------------------------------------------

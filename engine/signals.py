@@ -15,7 +15,8 @@ type, then only signal records decoded): no derived table, so every store holds 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -151,3 +152,55 @@ def wait(scope: StepScope, node: str, task: str, index: int, name: str,
         waiting["until"] = until
     raise Paused(waiting, [] if awaited is not None else [SignalAwaited(
         run_id=scope.run_id, task=task, index=index, name=name, until=until, at=now)])
+
+
+# -- what the read commands show ----------------------------------------------------------
+def when(ts: float) -> str:
+    """An absolute time as the read commands print it (UTC)."""
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(ts))
+
+
+def waiting_text(waiting: dict[str, Any]) -> str:
+    """``bide runs``'s WAITING ON for a run waiting for a signal."""
+    until = waiting.get("until")
+    return (f"signal {waiting.get('name')!r} ({waiting.get('node_id')})"
+            + (f" until {when(until)}" if until is not None else ""))
+
+
+def describe(record: SignalSent | SignalAwaited | SignalConsumed) -> str:
+    """One signal record, as ``bide log`` shows it."""
+    from .render import preview
+
+    match record:
+        case SignalSent():
+            return (f"{record.name!r} sent by {record.by or '?'}"
+                    + (f" (file {record.file})" if record.file else "")
+                    + f": {preview(record.data, 40)}")
+        case SignalAwaited():
+            return (f"{record.name!r} awaited by {record.task}#{record.index}"
+                    + (f" until {when(record.until)}" if record.until is not None else ""))
+    if record.signal < 0:
+        return f"{record.name!r} timed out for {record.task}#{record.index}: its default"
+    return f"{record.name!r} taken by {record.task}#{record.index}: the signal at #{record.signal}"
+
+
+def pending_rows(reader: Reader, run_ids: Iterable[str]) -> list[dict[str, Any]]:
+    """``bide pending``'s rows for the runs among ``run_ids`` that wait for a signal: the
+    keys of a decision's row (``approval_id`` None, ``expires_at`` the deadline) plus
+    ``signal`` and ``until``."""
+    rows: list[dict[str, Any]] = []
+    for run_id in run_ids:
+        head = reader.head(run_id)
+        if head is None or head.status != Status.WAITING_SIGNAL:
+            continue
+        w = head.waiting or {}
+        q = Queue.read(reader, run_id)
+        since = min((a.at for a in q.awaited.values() if a.name == w.get("name")),
+                    default=head.updated_at)
+        rows.append({"approval_id": None, "run_id": run_id, "kind": Waiting.SIGNAL.value,
+                     "node": w.get("node_id"), "action": f"signal {w.get('name')}",
+                     "payload": None, "digest": None, "allowed": [], "tool": None,
+                     "intent": None, "requested_at": since, "expires_at": w.get("until"),
+                     "schema": None, "question": None, "signal": w.get("name"),
+                     "until": w.get("until")})
+    return rows

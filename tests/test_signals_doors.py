@@ -159,3 +159,28 @@ def test_bide_signal_signs_for_a_home_that_requires_signatures(home, tmp_path):
         eng.register(signal_app.flow)
         (result,) = Inbox(eng).process()
         assert result.accepted, result.reason
+
+
+def test_pending_runs_show_and_log_say_what_a_run_waits_for(home):
+    with bide.open(home, durability="fast") as eng:
+        eng.register(signal_app.flow, signal_app.patient)
+        eng.start("patient", {"timeout": 600}, run_id="p-1")
+        eng.start("courier", run_id="c-1")
+        eng.signal("c-1", "parcel", {"kg": 2}, by="ann")
+        eng.resume("c-1")
+        rows = {r["run_id"]: r for r in eng.pending()}
+    assert rows["p-1"]["kind"] == "signal" and rows["p-1"]["signal"] == "ping"
+    assert rows["p-1"]["until"] == rows["p-1"]["expires_at"] > rows["p-1"]["requested_at"]
+    assert rows["c-1"]["until"] is None and rows["c-1"]["approval_id"] is None
+    code, out = cli("pending", "--home", str(home))
+    assert code == 0 and "signal ping" in out and "in 9m" in out and "never" in out, out
+    code, out = cli("runs", "--home", str(home))
+    assert code == 0 and "signal 'ping' (wait) until 20" in out, out
+    assert "signal 'parcel' (listen)" in out
+    code, out = cli("show", "p-1", "--home", str(home))
+    assert code == 0 and "signal in node wait: 'ping', until in 9m" in out, out
+    code, out = cli("log", "c-1", "--home", str(home))
+    assert code == 0, out
+    assert "'parcel' sent by ann: {'kg': 2}" in out or "'parcel' sent by ann: {\"kg\": 2}" in out
+    assert "'parcel' taken by 0:listen:0#0: the signal at #" in out
+    assert "'parcel' awaited by 0:listen:0#1" in out
