@@ -7,6 +7,7 @@ should act on at once, and only then:
 - submitted or let go: PENDING or INTERRUPTED (a run a stopping or blocked
   worker released, which another worker may take);
 - a decision (or a signal) recorded for a run that waits for one;
+- a run that began to wait for a signal with a timeout (the waker's timer needs it);
 - RUNNING with nobody's lease (released without finishing).
 
 A commit that records a run as blocked (``blocking``) announces nothing: two
@@ -65,6 +66,8 @@ def wants_watcher(head: RunHead, *, decided: bool) -> bool:
         return False
     if head.status in (Status.PENDING, Status.INTERRUPTED):
         return True
+    if head.status == Status.WAITING_SIGNAL and (head.waiting or {}).get("until") is not None:
+        return True  # a wait with a timeout: the waker sets a timer for it (workable_at)
     if head.status in WAITING:
         return decided
     return head.status == Status.RUNNING and head.lease_owner is None
