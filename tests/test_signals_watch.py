@@ -63,8 +63,8 @@ def test_a_watcher_resumes_a_run_when_its_signals_come(served):
     else:
         client.signal("r-1", "parcel", "a")
     t0 = time.monotonic()
-    assert wait_for(lambda: bool(eng.pending()) and eng.pending()[0]["kind"] == "signal"
-                    and _taken(eng) == 1, DEADLINE)
+    assert wait_for(lambda: _taken(eng) == 1
+                    and status(eng, "r-1") == bide.Status.WAITING_SIGNAL, DEADLINE)
     client.signal("r-1", "parcel", "b") if client is not eng else \
         drop_signal(eng.doors.inbox, "r-1", "parcel", "b")
     assert wait_for(lambda: status(eng, "r-1") == bide.Status.DONE, DEADLINE)
