@@ -208,10 +208,11 @@ def _show_text(d: dict[str, Any], now: float) -> str:
         lease_text = f"{lease['owner']} (token {lease['token']}, {until})"
     waiting = d["waiting"]
     waiting_text = "-" if not waiting else (
-        f"{waiting.get('type')} {waiting.get('approval_id', '')} in node "
+        f"{' '.join(filter(None, (waiting.get('type'), waiting.get('approval_id'))))} in node "
         f"{waiting.get('item') or waiting.get('node_id')}"  # a Send task: search[3]
         + (f": {waiting['question']}" if waiting.get("question") else "")
-        + (f" {due_text(waiting['until'], now)}" if "until" in waiting else ""))
+        + (f": {waiting['name']!r}" if waiting.get("name") else "")  # a signal
+        + (f" {due_text(waiting['until'], now)}" if waiting.get("until") else ""))
     pending = "\n".join(f"{node}: {text}" for node, text in d["pending_writes"].items())
     return fields([
         ("run", d["run_id"]),
@@ -644,19 +645,20 @@ def _stats_text(d: dict[str, Any]) -> str:
 @common_options
 def pending(home: Path, as_json: bool) -> None:
     """Decisions waiting: approvals, questions (kind input: answer them with `bide
-    answer`) and reconciliations nobody has decided yet."""
+    answer`) and reconciliations nobody has decided yet; runs waiting for a signal
+    (kind signal: send it with `bide signal RUN NAME`; `expires` is its timeout)."""
     rows = _engine(home).pending()
     now = time.time()
     _out(as_json, rows, lambda: table(
         ["approval", "run", "kind", "node", "action", "asked", "expires"],
-        [[r["approval_id"], r["run_id"], r["kind"], r["node"], clip(r["action"], 30),
+        [[r["approval_id"] or "-", r["run_id"], r["kind"], r["node"], clip(r["action"], 30),
           ago(r["requested_at"], now), _expires(r, now)] for r in rows])
         if rows else "nothing waits")
 
 
 def _expires(row: dict[str, Any], now: float) -> str:
     """A request's deadline; a timer's due time (``in 3s``, ``overdue 2m``)."""
-    if row["until"] is not None:
+    if row.get("until") is not None:
         return due_text(row["until"], now).partition(" (")[2].rstrip(")")
     return ago(row["expires_at"], now) if row["expires_at"] else "never"
 
@@ -758,6 +760,41 @@ def answer(approval_id: str, value_json: str, home: Path, by: str | None, reason
     else:
         click.echo(f"answer for {approval_id} recorded in {done['home']}: a watcher "
                    f"resumes run {done['run_id']}", err=True)
+
+
+@main.command("signal")
+@click.argument("run_id", metavar="RUN")
+@click.argument("name", metavar="NAME")
+@click.option("--data", "data_json", metavar="JSON", help="The signal's data (JSON; "
+              "default null): what ctx.wait_for(NAME) returns.")
+@click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
+              show_default=True, help="The bide home directory, or a postgresql:// URL.")
+@click.option("--by", help="Who sends it (recorded).")
+@click.option("--approval-key-file", "--key-file", "key_file",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Sign the signal file with this HMAC key (needed when the home requires "
+                   "signed decisions).")
+@click.option("--inbox", type=click.Path(file_okay=False, path_type=Path),
+              help="Drop the signal file into this directory (the one a watcher serves "
+                   "with --inbox).")
+def signal_cmd(run_id: str, name: str, data_json: str | None, home: Path, by: str | None,
+               key_file: Path | None, inbox: Path | None) -> None:
+    """Send signal NAME to a run (ctx.wait_for): a signal file dropped into the inbox, or,
+    on a postgresql:// home, recorded in the database at once. A run not waiting yet
+    keeps it for its next wait; a DONE or CANCELLED run refuses it."""
+    data = None if data_json is None else _json_arg(data_json)
+    eng = open_home(home, create=False, inbox=inbox)
+    click.get_current_context().call_on_close(eng.close)
+    key = read_approval_key(key_file) if key_file else None
+    try:
+        done = eng.deliver_signal(run_id, name, data, by=by or os.environ.get("USER"), key=key)
+    except ApprovalKeyError as exc:
+        raise click.UsageError(str(exc)) from None
+    if done["file"] is not None:
+        click.echo(f"signal {name!r} for run {run_id} dropped into the inbox: "
+                   f"{Path(done['file']).name}", err=True)
+    else:
+        click.echo(f"signal {name!r} recorded for run {run_id} in {done['home']}", err=True)
 
 
 def _json_arg(text: str) -> Any:

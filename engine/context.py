@@ -27,7 +27,7 @@ from ..formats import (
 )
 from ..formats.errors import NotSerializable
 from ..formats.records import compact_digest, idempotency_key
-from . import faults, timers, value_schema
+from . import faults, signals, timers, value_schema
 from .approvals import approval_id, decided, digest_of, question_digest, same_request
 from .errors import (
     ContextClosed,
@@ -70,6 +70,7 @@ class NodeContext:
         self._calls = 0
         self._asks = 0
         self._sleeps = 0
+        self._waits = 0
         self._closed = False
 
     def close(self) -> None:
@@ -224,6 +225,24 @@ class NodeContext:
         scope.commit([decided(req, Decision.ELAPSED, by="bide", reason="due", at=now)],
                      task=self.task_id)
         faults.point("after_timer_elapsed")
+
+
+    # -- signals -----------------------------------------------------------
+    def wait_for(self, name: str, *, timeout: float | None = None, default: Any = None) -> Any:
+        """Wait for signal ``name`` (``engine.signal``, ``bide signal``, an inbox file):
+        its data. Pauses the run (``WAITING_SIGNAL``) while none is there; a signal
+        sent before the wait is kept, and each wait takes the oldest one not yet taken.
+        After ``timeout`` seconds (counted from the first call) returns ``default``.
+
+        Waits of one node are numbered in call order, so each keeps the signal it took
+        when the node runs again (engine/signals.py).
+        """
+        self._check_open("wait_for")
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"wait_for({name!r}): timeout must be >= 0, not {timeout!r}")
+        index = self._waits
+        self._waits += 1
+        return signals.wait(self._scope, self.node, self.task_id, index, name, timeout, default)
 
     # -- tools -------------------------------------------------------------
     def tool(self, t: Tool[..., Any], /, *args: Any, **kwargs: Any) -> Any:

@@ -34,6 +34,7 @@
     │   ├── InvalidTimer           ctx.sleep/sleep_until: a bad duration or time (a ValueError)
     │   ├── RunNotResumable        e.g. DONE, CANCELLED, or leased elsewhere  (Conflict)
     │   ├── NotCancellable         the run already finished                   (Conflict)
+    │   ├── SignalRefused          a signal to a finished run                 (Conflict)
     │   ├── LangGraphThread        a bide-flow reader asked about a LangGraph thread (Conflict)
     │   ├── NotALangGraphThread    a LangGraph thread id already used by a bide run (Conflict)
     │   ├── FollowTimeout          follow's deadline passed before the run finished or paused
@@ -311,6 +312,14 @@ class FollowTimeout(RunError):
                          f"follow again with {again} to go on without gaps or repeats")
 
 
+class SignalRefused(RunError, Conflict):
+    """A signal no wait could ever take: its run is DONE or CANCELLED (nothing is kept)."""
+
+    def __init__(self, run_id: str, name: str, why: str) -> None:
+        self.run_id, self.name = run_id, name
+        super().__init__(f"signal {name!r} to run {run_id!r} refused: {why}")
+
+
 class UnknownKey(RunError, NotFound):
     """The state has no such key at that version."""
 
@@ -536,6 +545,7 @@ __all__ = [
     "RunError",
     "RunExists",
     "RunNotResumable",
+    "SignalRefused",
     "StaleLease",
     "StateNotSerializable",
     "StoreBusy",

@@ -14,7 +14,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..formats import Checkpoint, LeaseReleased, PendingWrite, Record, StatusChanged
+from ..formats import (
+    ApprovalRequested,
+    Checkpoint,
+    LeaseReleased,
+    PendingWrite,
+    Record,
+    StatusChanged,
+)
 from . import faults, timers
 from .approvals import Doors, write_request_file
 from .errors import Paused, StaleLease, StoreFull
@@ -29,7 +36,7 @@ from .state import DEFERRED, Op, fold
 from .step import StepScope
 from .store import Store
 from .tasks import TaskResult, arun_tasks, run_tasks
-from .vocabulary import Status, Waiting, pause_status
+from .vocabulary import Status, pause_status
 
 GEOMETRIC_MIN = 64  # deltas before the first full snapshot under the default policy
 
@@ -280,17 +287,18 @@ class Execution:
         status = pause_status({p.waiting["type"] for p, _ in paused})
         if status == Status.SLEEPING:  # the run wakes at the earliest timer
             pause, item = min(paused, key=lambda pair: timers.earliest_key(pair[0].waiting))
-        else:  # a person's decision first: a timer never holds a waiting run's place
+        else:  # the wait the status names: its waiting is what resumes the run
             pause, item = next((pair for pair in paused
-                                if pair[0].waiting["type"] != Waiting.TIMER), paused[0])
+                                if pause_status({pair[0].waiting["type"]}) == status), paused[0])
         waiting = pause.waiting
         if waiting.get("node_id") != item:  # a Send task: say which item waits (search[3])
             waiting = {**waiting, "item": item}
         self._checkpoint(status, release=True, waiting=waiting, extra=requests, folding=False)
         faults.point("after_pause_committed")
-        for req in requests:
+        asked = [req for req in requests if isinstance(req, ApprovalRequested)]
+        for req in asked:  # a wait for a signal has no request file
             write_request_file(self.doors, req)
-        if requests:
+        if asked:
             faults.point("after_request_file")
 
     def _fold(self, results: list[TaskResult]) -> None:

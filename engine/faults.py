@@ -34,13 +34,15 @@ FAULT_POINTS: dict[str, str] = {
     "timer_due": "a re-run node reached a due timer; its elapsed record not yet committed",
     "after_timer_elapsed": "a timer's elapsed record is durable, the node goes on",
     "after_lease_acquired": "a worker took a run's lease",
+    "after_signal_sent": "a signal is in its run's queue",
+    "after_signal_consumed": "a wait's take of a signal is durable, its node not yet done",
     "after_decision_recorded": "an inbox decision is in the store, its file not yet moved",
     "after_file_claimed": "an inbox file was claimed, not yet checked",
     "during_compact_swap": "a compacted copy is written and about to replace the store",
     "during_prune": "prune is removing a batch of records",
 }
 
-SWITCHES = ("no_intent_replay", "no_fencing")
+SWITCHES = ("no_intent_replay", "no_fencing", "no_signal_replay")
 
 
 class InjectedFault(Exception):

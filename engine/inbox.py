@@ -1,9 +1,10 @@
-"""Decision files: dropping them into an inbox (``<home>/inbox``) and taking them out safely.
+"""Decision (and signal) files: dropping them into an inbox and taking them out safely.
 
 A file is claimed by an atomic rename into ``inbox/.work/`` before it is read
 (two watchers never both take it), checked, recorded in one transaction, then
 moved unchanged to ``processed/`` or ``rejected/`` (with ``NAME.error.json``
 saying why). Nothing is ever deleted; a bad file never stops the watcher.
+A file with a ``signal`` field is a signal for a run (``signal_files.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from . import faults, signing
+from . import faults, signal_files, signing
 from .approvals import atomic_write_json, check_decision, decided
 from .errors import BideError, DecisionRefused
 from .index import ApprovalState
@@ -64,7 +65,10 @@ class Refused(Exception):
 
 def canonical(fields: dict[str, Any]) -> bytes:
     """The bytes a signature covers: the signed fields, sorted, compact JSON; an
-    answer's ``value`` too (only an answer's, so every other signature stays valid)."""
+    answer's ``value`` too (only an answer's, so every other signature stays valid);
+    a signal file's own fields (``signal_files.canonical``)."""
+    if signal_files.is_signal(fields):
+        return signal_files.canonical(fields)
     body = {k: fields.get(k) for k in SIGNED}
     if fields.get("decision") == Decision.ANSWER:
         body["value"] = fields.get("value")
@@ -73,6 +77,9 @@ def canonical(fields: dict[str, Any]) -> bytes:
 
 def sign(fields: dict[str, Any], key: bytes) -> str:
     return hmac.new(key, canonical(fields), hashlib.sha256).hexdigest()
+
+
+sign_body = sign  # signal_files signs through the same HMAC
 
 
 def drop_decision(home: str | os.PathLike[str], approval_id: str, decision: Decision | str, *,
@@ -135,6 +142,10 @@ def parse(data: bytes) -> dict[str, Any]:
         raise Refused(f"not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise Refused(f"a decision file holds one JSON object, not {type(body).__name__}")
+    if signal_files.is_signal(body):
+        if (why := signal_files.problem(body)) is not None:
+            raise Refused(why)
+        return body
     unknown = set(body) - FIELDS
     if unknown:
         raise Refused(f"unknown field(s): {', '.join(sorted(unknown))}")
@@ -303,7 +314,7 @@ class Inbox:
         each gets the outcome it would have had on its own.
         """
         now = self.engine.clock()
-        verdicts: dict[str, tuple[ApprovalState, bool] | str] = {}
+        verdicts: dict[str, tuple[ApprovalState | _SignalFile, bool] | str] = {}
         here: dict[str, ApprovalState] = {}  # approvals decided by a file of this commit
 
         def build(r: Reader) -> list[Any]:
@@ -329,6 +340,11 @@ class Inbox:
                 out[f.name] = self._settle(f.name, verdict)
                 continue
             req, again = verdict
+            if isinstance(req, _SignalFile):
+                out[f.name] = self._settle(f.name, None, FileResult(
+                    f.name, True, "duplicate of a recorded signal" if again else
+                    f"recorded signal {f.body['signal']!r}", None, req.run_id, again))
+                continue
             decision = f.body["decision"]
             out[f.name] = self._settle(f.name, None, FileResult(
                 f.name, True, "duplicate of a recorded decision" if again else
@@ -337,10 +353,12 @@ class Inbox:
 
     @staticmethod
     def _decide(r: Reader, f: _Read, now: float,
-                verdicts: dict[str, tuple[ApprovalState, bool] | str],
+                verdicts: dict[str, tuple[ApprovalState | _SignalFile, bool] | str],
                 here: dict[str, ApprovalState]) -> Any:
         """One file's decision record (None if none), checked against the store and the
         files before it in the same commit: its verdict, or why not, in ``verdicts``."""
+        if signal_files.is_signal(f.body):
+            return _signal(r, f, now, verdicts)
         body, aid, decision = f.body, f.body["approval_id"], f.body["decision"]
         try:
             req, again = check_decision(r, aid, decision, now=now, run_id=body.get("run_id"),
@@ -380,3 +398,22 @@ class Inbox:
             n += 1
         os.rename(src, dest)
         return dest
+
+
+@dataclass(frozen=True)
+class _SignalFile:
+    """A signal file's verdict: the run it goes to (a decision's is its request)."""
+
+    run_id: str
+
+
+def _signal(r: Reader, f: _Read, now: float,
+            verdicts: dict[str, tuple[ApprovalState | _SignalFile, bool] | str]) -> Any:
+    """A signal file's record (None if none): its verdict, or why not, in ``verdicts``."""
+    try:
+        record, run_id = signal_files.record_of(r, f.body, f.name, f.content, now)
+    except BideError as exc:
+        verdicts[f.name] = str(exc)
+        return None
+    verdicts[f.name] = (_SignalFile(run_id), record is None)
+    return record

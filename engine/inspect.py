@@ -26,8 +26,12 @@ from ..formats import (
     Record,
     RecordError,
     RunCreated,
+    SignalAwaited,
+    SignalConsumed,
+    SignalSent,
     StatusChanged,
 )
+from . import signals
 from .errors import LangGraphThread, UnknownRun
 from .errors import UnknownKey as UnknownKey  # its old home: `inspect.UnknownKey` keeps working
 from .errors import UnknownVersion as UnknownVersion  # its old home, still imported from here
@@ -98,6 +102,10 @@ def waiting_text(head: RunHead, live: bool, now: float) -> str:
         return f"answer {w.get('approval_id')} ({w.get('node_id')}): {w.get('question')}"
     if w.get("type") == Waiting.TIMER:
         return f"timer ({w.get('item') or w.get('node_id')}) {due_text(w.get('until'), now)}"
+
+
+    if w.get("type") == Waiting.SIGNAL:
+        return signals.waiting_text(w)
     if head.status == Status.RUNNING and not live:
         return "orphaned: no live lease"
     if head.status == Status.PENDING:
@@ -245,6 +253,8 @@ def describe(record: Record) -> str:  # noqa: C901 - one arm per record type
         case StatusChanged():
             why = first_line(record.error, 60) if record.error else (record.reason or "")
             return f"-> {record.status}" + (f": {why}" if why else "")
+        case SignalSent() | SignalAwaited() | SignalConsumed():
+            return signals.describe(record)
         case LeaseAcquired():
             return f"token {record.token} to {record.owner}"
         case LeaseReleased():

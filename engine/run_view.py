@@ -15,7 +15,7 @@ import socket
 from dataclasses import dataclass
 
 from ..formats import Checkpoint, PendingWrite, pack_value
-from . import faults, timers
+from . import faults, signals, timers
 from .errors import StaleLease, UnknownVersion
 from .index import ApprovalState, RunHead, Tables
 from .store import LEASES, Reader
@@ -96,6 +96,8 @@ class RunView:
             return False
         if head.status in (Status.PENDING, Status.INTERRUPTED):
             return True
+        if head.status == Status.WAITING_SIGNAL:
+            return signals.ready(self.reader, head, now)
         if head.status in WAITING:
             req = self.awaited_approval()
             return req is not None and settled(req, now)
@@ -115,6 +117,8 @@ class RunView:
             return None
         if head.status == Status.RUNNING and self.lease_live(now):
             return self.lease_expires()
+        if head.status == Status.WAITING_SIGNAL:
+            return signals.due(head)
         if head.status in WAITING:
             req = self.awaited_approval()
             if req is not None and not settled(req, now) and req.expires_at is not None:

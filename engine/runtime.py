@@ -20,7 +20,7 @@ from ..formats import (
     check_serializable,
 )
 from ..formats.errors import NotSerializable
-from . import attention, faults, pg_home, signing, timers
+from . import attention, faults, pg_home, signals, signing, timers
 from .approvals import Doors, check_decision, decided, undecided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
@@ -300,6 +300,8 @@ class Engine(Surface):
 
     def _decided(self, head: RunHead) -> bool:
         with self.store.reader() as r:
+            if head.status == Status.WAITING_SIGNAL:
+                return signals.ready(r, head, self.clock())
             req = RunView(r, head).awaited_approval()
         return req is None or settled(req, self.clock())
 
@@ -462,12 +464,34 @@ class Engine(Surface):
             req = undecided(r, approval_id, decision, now=self.clock(), value=value)
         return pending_row(req)
 
+    # -- signals ---------------------------------------------------------------
+    def signal(self, run_id: str, name: str, data: Any = None, *, by: str | None = None) -> int:
+        """Send signal ``name`` with ``data`` to a run. Runs nothing: a run waiting for it
+        (``ctx.wait_for``) goes on when resumed (or by a watcher); a run not waiting yet
+        keeps it, and its next ``wait_for(name)`` takes it (oldest first, once).
+
+        Returns:
+            The signal's log seq (its place in the run's queue).
+
+        Raises:
+            UnknownRun. SignalRefused: the run is DONE or CANCELLED (a FAILED run may
+            be resumed, so it keeps signals). NotSerializable: ``data`` is not kept.
+        """
+        return signals.send(self.store, run_id, name, data, now=self.clock(), by=by)
+
+    async def asignal(self, run_id: str, name: str, data: Any = None, *,
+                      by: str | None = None) -> int:
+        """``signal`` without blocking the event loop."""
+        return await off_loop(self.signal, run_id, name, data, by=by)
+
     def pending(self) -> list[dict[str, Any]]:
         """Decisions waiting: approvals, questions (kind ``input``: ``question`` and the
-        ``schema`` of the answer) and reconciliations nobody has decided yet."""
+        ``schema`` of the answer) and reconciliations nobody has decided yet; and runs
+        waiting for a signal (kind ``signal``: ``signal``, ``until``; no approval id)."""
         with self.store.reader() as r:
             rows = [pending_row(a) for a in r.approvals() if a.decision is None
                     and not (a.kind == Waiting.TIMER and timers.run_ended(r, a.run_id))]
+            rows += signals.pending_rows(r, attention.run_ids(r))
         return sorted(rows, key=lambda a: a["requested_at"])
 
     # -- reading ---------------------------------------------------------------

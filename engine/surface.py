@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from . import deliver, inspect, maintenance, operations, signing
+from . import deliver, inspect, maintenance, operations, signal_files, signing
 from . import follow as following
 from .events import Event
 from .maintenance import DoctorReport, PruneReport
@@ -204,6 +204,21 @@ class Surface:
                                      result=result, key=key)
         return {"approval_id": approval_id, "decision": decision, "run_id": req.run_id,
                 "home": engine.doors.home, "file": None if path is None else str(path)}
+
+    def deliver_signal(self, run_id: str, name: str, data: Any = None, *,
+                       by: str | None = None, key: bytes | None = None) -> dict[str, Any]:
+        """``bide signal``: record the signal in the store on a home hosts share
+        (PostgreSQL), or drop it as a signal file into a directory home's inbox (a
+        watcher records it and resumes the run at once). Checked first either way.
+
+        Returns:
+            ``run_id``, ``signal``, ``home``, and ``file``: the file dropped, or None.
+
+        Raises:
+            ApprovalKeyError (the home requires signed files, ``key`` is not its key),
+            UnknownRun, SignalRefused, NotSerializable.
+        """
+        return signal_files.deliver(self._engine(), run_id, name, data, by=by, key=key)
 
     # -- the store -----------------------------------------------------------------
     def doctor(self, *, rebuild: bool = False) -> DoctorReport:

@@ -28,6 +28,7 @@ class Status(_Word):
     WAITING_APPROVAL = "WAITING_APPROVAL"
     WAITING_INPUT = "WAITING_INPUT"  # ``ctx.ask``: a person's answer (a value)
     SLEEPING = "SLEEPING"  # ``ctx.sleep``: a durable timer; a watcher resumes it when due
+    WAITING_SIGNAL = "WAITING_SIGNAL"  # ``ctx.wait_for``: a signal (engine/signals.py)
     NEEDS_RECONCILIATION = "NEEDS_RECONCILIATION"
     INTERRUPTED = "INTERRUPTED"
     DONE = "DONE"
@@ -55,12 +56,12 @@ class Status(_Word):
 
     @property
     def waiting(self) -> bool:
-        """The run waits for a person's decision (or answer)."""
+        """The run waits for something from outside: a decision, an answer, a signal."""
         return self in WAITING
 
 
 FINISHED = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
-WAITING = frozenset({Status.WAITING_APPROVAL, Status.WAITING_INPUT,
+WAITING = frozenset({Status.WAITING_APPROVAL, Status.WAITING_INPUT, Status.WAITING_SIGNAL,
                      Status.NEEDS_RECONCILIATION})
 
 
@@ -102,17 +103,19 @@ class Waiting(_Word):
     INPUT = "input"
     RECONCILIATION = "reconciliation"
     TIMER = "timer"  # ``ctx.sleep``: its request's payload holds the due time
+    SIGNAL = "signal"  # ``ctx.wait_for``: no request; the run's signal queue
 
 
 def pause_status(kinds: set[str]) -> Status:
-    """The status of a run paused by requests of these kinds: a tool call in doubt
-    outranks an approval, which outranks a question, which outranks a timer (the
-    status names the most pressing thing; ``bide pending`` lists them all)."""
+    """The status of a run paused by waits of these kinds, the most pressing one: a tool
+    call in doubt, then an approval, a question, a signal, a timer (``bide pending``
+    lists them all; a timer never holds the place of a wait for something from outside)."""
     if Waiting.RECONCILIATION in kinds:
         return Status.NEEDS_RECONCILIATION
-    if kinds and kinds <= {Waiting.TIMER.value}:
-        return Status.SLEEPING
-    kinds = kinds - {Waiting.TIMER.value}  # a person's decision outranks a timer
-    if kinds and kinds <= {Waiting.INPUT.value}:
+    if not kinds or kinds - {Waiting.INPUT.value, Waiting.SIGNAL.value, Waiting.TIMER.value}:
+        return Status.WAITING_APPROVAL
+    if Waiting.INPUT in kinds:
         return Status.WAITING_INPUT
-    return Status.WAITING_APPROVAL
+    if Waiting.SIGNAL in kinds:
+        return Status.WAITING_SIGNAL
+    return Status.SLEEPING

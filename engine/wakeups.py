@@ -6,7 +6,8 @@ should act on at once, and only then:
 
 - submitted or let go: PENDING or INTERRUPTED (a run a stopping or blocked
   worker released, which another worker may take);
-- a decision recorded for a run that waits for one;
+- a decision (or a signal) recorded for a run that waits for one;
+- a run that began to wait for a signal with a timeout (the waker's timer needs it);
 - RUNNING with nobody's lease (released without finishing).
 
 A commit that records a run as blocked (``blocking``) announces nothing: two
@@ -25,13 +26,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..formats import ApprovalDecided, LeaseReleased, Record, RunCreated, StatusChanged
+from ..formats import (
+    ApprovalDecided,
+    LeaseReleased,
+    Record,
+    RunCreated,
+    SignalSent,
+    StatusChanged,
+)
 from .blocking import BLOCKED
 from .index import RUNS, RunHead, Tables, load
 from .vocabulary import WAITING, Status
 
 # the records that can leave a run needing a watcher; any other commit announces nothing
-_MOVES = (RunCreated, StatusChanged, LeaseReleased, ApprovalDecided)
+_MOVES = (RunCreated, StatusChanged, LeaseReleased, ApprovalDecided, SignalSent)
 
 
 def announced(tables: Tables, batch: Sequence[Record]) -> list[str]:
@@ -41,7 +49,7 @@ def announced(tables: Tables, batch: Sequence[Record]) -> list[str]:
         tables: the commit's transaction, read after its records were folded in.
         batch: the records the commit wrote.
     """
-    decided = {r.run_id for r in batch if isinstance(r, ApprovalDecided)}
+    decided = {r.run_id for r in batch if isinstance(r, ApprovalDecided | SignalSent)}
     blocked = {r.run_id for r in batch if isinstance(r, StatusChanged) and r.reason == BLOCKED}
     moved = dict.fromkeys(r.run_id for r in batch if isinstance(r, _MOVES))
     out = []
@@ -58,6 +66,8 @@ def wants_watcher(head: RunHead, *, decided: bool) -> bool:
         return False
     if head.status in (Status.PENDING, Status.INTERRUPTED):
         return True
+    if head.status == Status.WAITING_SIGNAL and (head.waiting or {}).get("until") is not None:
+        return True  # a wait with a timeout: the waker sets a timer for it (workable_at)
     if head.status in WAITING:
         return decided
     if head.status == Status.SLEEPING:  # every waker learns its due time (``workable_at``)

@@ -35,6 +35,7 @@ from .records import (
     StatusChanged,
     register,
 )
+from .signal_records import SignalAwaited, SignalConsumed, SignalSent
 
 __all__ = [
     "RECORD_TYPES",
@@ -54,6 +55,9 @@ __all__ = [
     "Record",
     "RecordError",
     "RunCreated",
+    "SignalAwaited",
+    "SignalConsumed",
+    "SignalSent",
     "StatusChanged",
     "UnknownRecordType",
     "check_serializable",

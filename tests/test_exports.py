@@ -17,6 +17,7 @@ def test_all_is_sorted_and_complete():
 
 def test_status_values_equal_names():
     names = ["PENDING", "RUNNING", "WAITING_APPROVAL", "WAITING_INPUT", "SLEEPING",
+             "WAITING_SIGNAL",
              "NEEDS_RECONCILIATION",
              "INTERRUPTED", "DONE", "FAILED", "CANCELLED"]
     assert [s.value for s in bide.Status] == names
@@ -127,3 +128,10 @@ def test_issue_15_follow_names_are_public():
     assert callable(bide.Engine.follow) and callable(bide.Engine.afollow)
     assert {"seq", "kind", "at", "node", "task", "status", "record"} <= set(
         bide.Event.__dataclass_fields__)
+
+
+def test_signal_names_are_public():
+    assert "SignalRefused" in bide.__all__
+    assert issubclass(bide.SignalRefused, bide.RunError)
+    assert issubclass(bide.SignalRefused, bide.Conflict)
+    assert bide.Status.WAITING_SIGNAL in bide.Status

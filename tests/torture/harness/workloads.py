@@ -27,7 +27,8 @@ from bide.engine.watcher import Watcher
 from bide.formats import PendingWrite
 
 RUN_ID = "r1"
-WORKLOADS = ("chain", "fanout", "tools", "approval", "grow", "maintain", "map", "timer")
+WORKLOADS = ("chain", "fanout", "tools", "approval", "grow", "maintain", "map", "timer",
+             "signal")
 RESULTS: dict[str, Any] = {
     "send_email": "sent to ops@example.com",
     "create_ticket": {"ticket": "T-1"},
@@ -161,6 +162,15 @@ def build_flow(workload: str, world: World) -> bide.Flow:
 
         node("nap", nap, start=True)
         node("after", lambda s, c: {"done": True}, after=("nap",))
+    elif workload == "signal":  # one signal sent before the wait (API), one after (a file)
+        def listen(state: Any, ctx: Any) -> Any:
+            first = ctx.wait_for("parcel")
+            out = {"first": first, "shipped": ctx.tool(tools["ship"], first)}
+            second = ctx.wait_for("parcel")
+            return {**out, "second": second, "told": ctx.tool(tools["notify"], second)}
+
+        node("listen", listen, start=True)
+        node("close", after=("listen",))
     elif workload == "long":
         def step(state: Any, ctx: Any) -> Any:
             i = state.get("i", 0)
@@ -209,7 +219,10 @@ def drive(home: Path, workload: str, durability: str, world: World) -> dict[str,
 def _step(eng: bide.Engine, workload: str, world: World, counts: Counter[str]) -> str:
     head = _head(eng)
     if head is None:
-        eng.start(f"torture-{workload}", input={"n": 0}, run_id=RUN_ID)
+        if workload == "signal":  # its first signal is sent before the node waits
+            eng.submit(f"torture-{workload}", input={"n": 0}, run_id=RUN_ID)
+        else:
+            eng.start(f"torture-{workload}", input={"n": 0}, run_id=RUN_ID)
         return "STARTED"
     status = head.status
     if status == "DONE":
@@ -217,8 +230,11 @@ def _step(eng: bide.Engine, workload: str, world: World, counts: Counter[str]) -
             bide_prune(eng)
             return "MAINTAIN"
         return "FINISHED"
-    if status == "WAITING_APPROVAL":
-        _approve_through_inbox(eng, head)
+    if workload == "signal":
+        _send_signals(eng, head)
+    if status in ("WAITING_APPROVAL", "WAITING_SIGNAL"):
+        if status == "WAITING_APPROVAL":
+            _approve_through_inbox(eng, head)
         Watcher(eng, log=lambda line: None).once()
         counts["watched"] += 1
     elif status == "SLEEPING":  # wait out the due time; a watcher resumes it
@@ -267,6 +283,23 @@ def _approve_through_inbox(eng: bide.Engine, head: Any) -> None:
     if req is not None and req.decision is None and not dropped:
         drop_decision(eng.home, aid, "approve", by="operator", reason="torture",
                       run_id=req.run_id, digest=req.digest)
+
+
+def _send_signals(eng: bide.Engine, head: Any) -> None:
+    """The first signal by the API before the run waits, the second as an inbox file once
+    it waits for it; never again once sent (the queue, and files not yet taken, say so)."""
+    from bide.engine.signal_files import drop_signal
+    from bide.engine.signals import Queue
+
+    with eng.store.reader() as r:
+        sent = len(Queue.read(r, RUN_ID).sent)
+    inbox = eng.home / "inbox"
+    sent += sum(1 for d in (inbox, inbox / ".work") if d.exists() for n in os.listdir(d)
+                if n.startswith("signal-"))
+    if sent == 0:
+        eng.signal(RUN_ID, "parcel", "p-1", by="operator")
+    elif sent == 1 and head.status == "WAITING_SIGNAL":
+        drop_signal(inbox, RUN_ID, "parcel", "p-2", by="operator")
 
 
 def _reconcile(eng: bide.Engine, head: Any, world: World) -> None:
