@@ -178,7 +178,7 @@ def test_pending_runs_show_and_log_say_what_a_run_waits_for(home):
     assert code == 0 and "signal 'ping' (wait) until 20" in out, out
     assert "signal 'parcel' (listen)" in out
     code, out = cli("show", "p-1", "--home", str(home))
-    assert code == 0 and "signal in node wait: 'ping', until in 9m" in out, out
+    assert code == 0 and "signal in node wait: 'ping' until 20" in out and "(in 9m" in out, out
     code, out = cli("log", "c-1", "--home", str(home))
     assert code == 0, out
     assert "'parcel' sent by ann: {'kg': 2}" in out or "'parcel' sent by ann: {\"kg\": 2}" in out

@@ -226,7 +226,7 @@ def test_runs_show_and_pending_say_until_when(tmp_path, effects):
     assert "(in 29s)" in out or "(in 30s)" in out
     assert "(overdue 0s)" in out  # r-2: due, no watcher has resumed it yet
     show = cli.invoke(main, ["show", "r-1", "--home", str(home)]).output
-    assert "timer  in node nap until " in show
+    assert "timer in node nap until " in show
     pending = cli.invoke(main, ["pending", "--home", str(home)]).output
     assert "timer" in pending and "overdue 0s" in pending
 
