@@ -43,7 +43,7 @@ from .permissions import private_dir
 from .planned import holder, next_of, sends_of
 from .policy import Policy
 from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
-from .run_view import RunView, ended, settled
+from .run_view import RunView, ended
 from .runs import CheckpointInfo, Run, check_run_id
 from .state import materialize
 from .store import Reader, Store
@@ -298,8 +298,7 @@ class Engine(Surface):
 
     def _decided(self, head: RunHead) -> bool:
         with self.store.reader() as r:
-            req = RunView(r, head).awaited_approval()
-        return req is None or settled(req, self.clock())
+            return RunView(r, head).wait_settled(self.clock())
 
     def _acquire(self, run_id: str) -> int:
         """Take the run's lease in one transaction, fencing out any earlier worker."""
@@ -313,7 +312,7 @@ class Engine(Surface):
                 raise RunNotResumable(run_id, f"it is {head.status}")
             view = RunView(r, head)
             req = view.awaited_approval() if head.status in WAITING else None
-            if req is not None and not settled(req, now):
+            if req is not None and not view.wait_settled(now):
                 raise RunNotResumable(run_id, f"it waits for decision {req.approval_id}")
             if head.lease_owner != self.owner and view.lease_live(now):
                 raise RunNotResumable(run_id, f"worker {head.lease_owner} holds its lease "
