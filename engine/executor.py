@@ -14,7 +14,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..formats import Checkpoint, LeaseReleased, PendingWrite, Record, StatusChanged
+from ..formats import (
+    ApprovalRequested,
+    Checkpoint,
+    LeaseReleased,
+    PendingWrite,
+    Record,
+    StatusChanged,
+)
 from . import faults
 from .approvals import Doors, write_request_file
 from .errors import Paused, StaleLease, StoreFull
@@ -50,7 +57,7 @@ class Cursor:
     found: dict[str, tuple[int, PendingWrite]] = field(default_factory=dict)
     sends: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # the next map tasks
     sends_at: int = -1  # the seq of the checkpoint that stores them (-1: none yet)
-    waits: dict[str, dict[str, Any]] = field(default_factory=dict)  # tasks that would pause again
+    waits: dict[str, Paused] = field(default_factory=dict)  # tasks that would pause again
 
 
 class Execution:
@@ -183,8 +190,7 @@ class Execution:
                 seq, write = self.found.pop(task.id)
                 done[task.id] = TaskResult(task.id, task.node, "ok", list(write.ops), seq)
             elif task.id in waits:
-                done[task.id] = TaskResult(task.id, task.node, "pause",
-                                           pause=Paused(waits[task.id], []))
+                done[task.id] = TaskResult(task.id, task.node, "pause", pause=waits[task.id])
         return done, [t for t in tasks if t.id not in done]
 
     @staticmethod
@@ -276,7 +282,7 @@ class Execution:
 
     def _pause(self, pauses: list[Any], item: str) -> None:
         requests = [rec for p in pauses for rec in p.records]
-        waiting = pauses[0].waiting
+        waiting = first_to_expire(pauses).waiting
         if waiting.get("node_id") != item:  # a Send task: say which item waits (search[3])
             waiting = {**waiting, "item": item}
         kinds = {p.waiting["type"] for p in pauses}
@@ -364,3 +370,18 @@ class Execution:
         """Extend the lease (by the process's renewer); False once it is no longer ours."""
         return self.store.renew_lease(self.run_id, self.token, self.clock() + self.lease_ttl)
 
+
+def first_to_expire(pauses: list[Any]) -> Any:
+    """The pause to report: the one whose request expires first, else the first.
+
+    ``run.waiting`` names one request of a pause, and its deadline is the one a
+    watcher sets a timer for (``RunView.workable_at``); a map item's request that
+    expires earlier would otherwise wait for the next decision to be noticed.
+    """
+    def expiry(p: Any) -> float:
+        aid = p.waiting.get("approval_id")
+        at = next((r.expires_at for r in p.records
+                   if isinstance(r, ApprovalRequested) and r.approval_id == aid), p.expires_at)
+        return float("inf") if at is None else at
+
+    return min(pauses, key=expiry)  # min keeps the first of equals: no deadline, pauses[0]

@@ -261,7 +261,9 @@ def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
             _fold_approval_requested(tables, record)
         case ApprovalDecided():
             state = _fold_approval_decided(tables, record)
-            if state is not None and state.state_version == head.state_version:
+            # an expiry a running node records itself (engine/context.py) it also consumes
+            own = head.status == Status.RUNNING and record.by == "bide"
+            if state is not None and state.state_version == head.state_version and not own:
                 head.woken = state.approval_id
         case _ if (ext := owner(record)) is not None:
             ext.fold_head(tables, head, seq, record)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import bide
@@ -19,6 +20,7 @@ import pytest
 from bide.bench.crashkit import run_worker, start_worker
 from bide.engine.inbox import drop_decision
 from bide.engine.memory_store import SCHEME, MemoryStore
+from bide.engine.run_view import RunView
 from bide.engine.vocabulary import Decision, Status
 from conftest import APPS, count_lines
 
@@ -170,3 +172,44 @@ def test_a_serving_watcher_resumes_promptly_on_a_decision_for_an_item_not_report
     with open_home(home, local) as engine:
         run = engine.get("r")
         assert run.status == Status.WAITING_APPROVAL
+
+
+def expiring_flow(started: Counter, expires: int) -> bide.Flow:
+    """Three items that each ask; only item ``expires``'s request has a deadline."""
+    flow = bide.Flow("expiring")
+
+    @flow.node(start=True)
+    def plan(state, ctx):
+        return {}
+
+    @flow.node()
+    def item(state, ctx):
+        i = state["i"]
+        started[i] += 1
+        ok = ctx.approve("ship", {"item": i}, expires_in=0.5 if i == expires else None)
+        return {"shipped": [[i, ok]]}
+
+    flow.route("plan", lambda s: [bide.Send("item", {"i": i}) for i in range(3)])
+    flow.reducer("shipped", bide.append)
+    return flow
+
+
+def test_an_item_whose_request_expires_first_is_the_one_reported(home, tmp_path):
+    """The watcher's timer is the reported request's deadline (``workable_at``): a map
+    reports the request that expires first, so its expiry resumes the run."""
+    started: Counter = Counter()
+    with open_home(home, tmp_path / "local") as engine:
+        engine.register(expiring_flow(started, expires=2))
+        run = engine.start("expiring", run_id="r")
+        assert item_of(engine, run.waiting["approval_id"]) == 2
+        with engine.store.reader() as r:
+            view = RunView(r, r.head("r"))
+            at = view.workable_at(engine.clock())
+        assert at is not None and [h.run_id for h in engine._runnable()] == []
+        time.sleep(max(0.0, at - engine.clock()) + 0.05)
+        assert [h.run_id for h in engine._runnable()] == ["r"]
+        (advanced,) = list(engine.recover())
+        assert advanced.status == Status.WAITING_APPROVAL
+        assert item_of(engine, advanced.waiting["approval_id"]) in (0, 1)
+        assert started == Counter({0: 1, 1: 1, 2: 2})
+        assert list(engine.recover()) == []  # nothing more to do until a decision
