@@ -500,8 +500,12 @@ class ApprovalKeyError(ApprovalError):
 class Paused(BaseException):  # noqa: N818 - control flow, not an error
     """Raised inside a node to pause its run; BaseException so user code cannot swallow it."""
 
-    def __init__(self, waiting: dict[str, Any], records: list[Any]) -> None:
+    def __init__(self, waiting: dict[str, Any], records: list[Any], *,
+                 expires_at: float | None = None) -> None:
         self.waiting, self.records = waiting, records
+        # when the request waited on expires (a request recorded earlier: its records
+        # are not here); the pause reports the request that expires first
+        self.expires_at = expires_at
         super().__init__(waiting.get("type", "pause"))
 
 

@@ -57,7 +57,7 @@ class Cursor:
     found: dict[str, tuple[int, PendingWrite]] = field(default_factory=dict)
     sends: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # the next map tasks
     sends_at: int = -1  # the seq of the checkpoint that stores them (-1: none yet)
-    waits: dict[str, dict[str, Any]] = field(default_factory=dict)  # tasks that would pause again
+    waits: dict[str, Paused] = field(default_factory=dict)  # tasks that would pause again
 
 
 class Execution:
@@ -190,8 +190,7 @@ class Execution:
                 seq, write = self.found.pop(task.id)
                 done[task.id] = TaskResult(task.id, task.node, "ok", list(write.ops), seq)
             elif task.id in waits:
-                done[task.id] = TaskResult(task.id, task.node, "pause",
-                                           pause=Paused(waits[task.id], []))
+                done[task.id] = TaskResult(task.id, task.node, "pause", pause=waits[task.id])
         return done, [t for t in tasks if t.id not in done]
 
     @staticmethod
@@ -287,9 +286,12 @@ class Execution:
         status = pause_status({p.waiting["type"] for p, _ in paused})
         if status == Status.SLEEPING:  # the run wakes at the earliest timer
             pause, item = min(paused, key=lambda pair: timers.earliest_key(pair[0].waiting))
-        else:  # the wait the status names: its waiting is what resumes the run
-            pause, item = next((pair for pair in paused
-                                if pause_status({pair[0].waiting["type"]}) == status), paused[0])
+        else:  # a wait of the kind the status names (its waiting is what resumes the
+            # run), the one whose request expires first (the watcher's timer is set for it)
+            named = [pair for pair in paused
+                     if pause_status({pair[0].waiting["type"]}) == status] or paused
+            first = first_to_expire([p for p, _ in named])
+            pause, item = next(pair for pair in named if pair[0] is first)
         waiting = pause.waiting
         if waiting.get("node_id") != item:  # a Send task: say which item waits (search[3])
             waiting = {**waiting, "item": item}
@@ -377,3 +379,18 @@ class Execution:
         """Extend the lease (by the process's renewer); False once it is no longer ours."""
         return self.store.renew_lease(self.run_id, self.token, self.clock() + self.lease_ttl)
 
+
+def first_to_expire(pauses: list[Any]) -> Any:
+    """The pause to report: the one whose request expires first, else the first.
+
+    ``run.waiting`` names one request of a pause, and its deadline is the one a
+    watcher sets a timer for (``RunView.workable_at``); a map item's request that
+    expires earlier would otherwise wait for the next decision to be noticed.
+    """
+    def expiry(p: Any) -> float:
+        aid = p.waiting.get("approval_id")
+        at = next((r.expires_at for r in p.records
+                   if isinstance(r, ApprovalRequested) and r.approval_id == aid), p.expires_at)
+        return float("inf") if at is None else at
+
+    return min(pauses, key=expiry)  # min keeps the first of equals: no deadline, pauses[0]

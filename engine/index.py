@@ -72,6 +72,9 @@ class RunHead(msgspec.Struct, kw_only=True, omit_defaults=True):
     parent_version: int | None = None
     records: int = 0
     bytes: int = 0
+    # a request of the run's current state version decided since its last resume: a
+    # map's paused items each wait on their own request, and ``waiting`` names only one
+    woken: str | None = None
 
 
 class IntentState(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -220,6 +223,8 @@ def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
 def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
     match record:
         case Checkpoint():
+            if record.version != head.state_version:
+                head.woken = None  # the superstep moved on: its decisions were consumed
             head.status = record.status
             head.state_version = record.version
             head.superstep = record.superstep
@@ -237,6 +242,8 @@ def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
             head.node = record.node
             if record.status not in WAITING:
                 head.waiting = None
+            if record.status == Status.RUNNING:
+                head.woken = None  # a resume took the run: it sees every decision so far
         case LeaseAcquired():
             head.lease_owner = record.owner
             head.lease_token = record.token
@@ -253,7 +260,11 @@ def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
         case ApprovalRequested():
             _fold_approval_requested(tables, record)
         case ApprovalDecided():
-            _fold_approval_decided(tables, record)
+            state = _fold_approval_decided(tables, record)
+            # an expiry a running node records itself (engine/context.py) it also consumes
+            own = head.status == Status.RUNNING and record.by == "bide"
+            if state is not None and state.state_version == head.state_version and not own:
+                head.woken = state.approval_id
         case _ if (ext := owner(record)) is not None:
             ext.fold_head(tables, head, seq, record)
 
@@ -363,10 +374,10 @@ def _fold_approval_requested(tables: Tables, r: ApprovalRequested) -> None:
             tables.put(INTENTS, ikey, pack_value(intent))
 
 
-def _fold_approval_decided(tables: Tables, r: ApprovalDecided) -> None:
+def _fold_approval_decided(tables: Tables, r: ApprovalDecided) -> ApprovalState | None:
     state = load(tables, APPROVALS, r.approval_id.encode(), ApprovalState)
     if state is None:
-        return
+        return None
     state.decision, state.by, state.reason, state.result = r.decision, r.by, r.reason, r.result
     state.decided_at, state.file, state.content_digest = r.at, r.file, r.content_digest
     tables.put(APPROVALS, r.approval_id.encode(), pack_value(state))
@@ -379,3 +390,4 @@ def _fold_approval_decided(tables: Tables, r: ApprovalDecided) -> None:
             if r.decision == Decision.MARK_DONE:
                 intent.result = r.result
             tables.put(INTENTS, ikey, pack_value(intent))
+    return state

@@ -84,6 +84,15 @@ class RunView:
         aid = (self.head.waiting or {}).get("approval_id")
         return None if aid is None else self.reader.approval(aid)
 
+    def wait_settled(self, now: float) -> bool:
+        """Can a resume of this paused run make progress? The request ``waiting`` names
+        is decided or expired (or gone), or another request of this pause was decided
+        since the last resume (``RunHead.woken``: a map's other paused items)."""
+        if self.head.woken is not None:
+            return True
+        req = self.awaited_approval()
+        return req is None or settled(req, now)
+
     # -- whether a watcher has work here -------------------------------------------------
     def needs_work(self, now: float) -> bool:
         """Can a watcher advance the run now? Pending or interrupted; waiting on a decision
@@ -99,8 +108,7 @@ class RunView:
         if head.status == Status.WAITING_SIGNAL:
             return signals.ready(self.reader, head, now)
         if head.status in WAITING:
-            req = self.awaited_approval()
-            return req is not None and settled(req, now)
+            return self.awaited_approval() is not None and self.wait_settled(now)
         if head.status == Status.SLEEPING:
             return timers.is_due(head, now)
         return head.status == Status.RUNNING and not self.lease_live(now)

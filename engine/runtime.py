@@ -43,7 +43,7 @@ from .permissions import private_dir
 from .planned import holder, next_of, sends_of
 from .policy import Policy
 from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
-from .run_view import RunView, ended, settled
+from .run_view import RunView, ended
 from .runs import CheckpointInfo, Run, check_run_id
 from .state import materialize
 from .store import Reader, Store
@@ -302,8 +302,7 @@ class Engine(Surface):
         with self.store.reader() as r:
             if head.status == Status.WAITING_SIGNAL:
                 return signals.ready(r, head, self.clock())
-            req = RunView(r, head).awaited_approval()
-        return req is None or settled(req, self.clock())
+            return RunView(r, head).wait_settled(self.clock())
 
     def _acquire(self, run_id: str) -> int:
         """Take the run's lease in one transaction, fencing out any earlier worker."""
@@ -317,7 +316,7 @@ class Engine(Surface):
                 raise RunNotResumable(run_id, f"it is {head.status}")
             view = RunView(r, head)
             req = view.awaited_approval() if head.status in WAITING else None
-            if req is not None and not settled(req, now):
+            if req is not None and not view.wait_settled(now):
                 raise RunNotResumable(run_id, f"it waits for decision {req.approval_id}")
             if not timers.is_due(head, now):
                 raise RunNotResumable(run_id, f"it sleeps until {timers.due_at(head)}")

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..formats import ApprovalRequested, Checkpoint
+from .errors import Paused
 from .index import ApprovalState
 from .run_view import expired
 from .store import Reader
@@ -32,8 +33,8 @@ from .vocabulary import IN_DOUBT, WAITING, Waiting
 
 
 def still_waiting(reader: Reader, run_id: str, requests: list[int], cp: Checkpoint,
-                  now: float) -> dict[str, dict[str, Any]]:
-    """Task id -> the ``waiting`` it would pause with again, for tasks a resume may skip.
+                  now: float) -> dict[str, Paused]:
+    """Task id -> the pause it would make again, for tasks a resume may skip.
 
     ``requests``: the seqs of the approval requests since the superstep's records
     began (where its pending writes are searched from), in log order.
@@ -48,12 +49,12 @@ def still_waiting(reader: Reader, run_id: str, requests: list[int], cp: Checkpoi
     if not latest:
         return {}
     doubt = {i.task for i in reader.intents(run_id) if i.status in IN_DOUBT}
-    waits: dict[str, dict[str, Any]] = {}
+    waits: dict[str, Paused] = {}
     for task, aid in latest.items():
         state = reader.approval(aid)
         if state is None or task in doubt or not _open(state, now):
             continue
-        waits[task] = waiting_of(state)
+        waits[task] = Paused(waiting_of(state), [], expires_at=state.expires_at)
     return waits
 
 
