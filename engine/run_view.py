@@ -126,7 +126,7 @@ class RunView:
         if head.status == Status.RUNNING and self.lease_live(now):
             return self.lease_expires()
         if head.status == Status.WAITING_SIGNAL:
-            return signals.due(head)
+            return timers.waiting_until(head)  # its timeout (None: it waits for ever)
         if head.status in WAITING:
             req = self.awaited_approval()
             if req is not None and not settled(req, now) and req.expires_at is not None:

@@ -21,10 +21,9 @@ from ..formats import SignalSent, check_serializable
 from ..formats.errors import NotSerializable
 from . import signals, signing
 from .approvals import atomic_write_json
-from .errors import SignalRefused, UnknownRun
+from .errors import SignalRefused
 from .signals import Queue
 from .store import Reader
-from .vocabulary import Status
 
 if TYPE_CHECKING:
     from .runtime import Engine
@@ -67,12 +66,7 @@ def record_of(r: Reader, body: dict[str, Any], name: str, content: str,
         UnknownRun, SignalRefused, NotSerializable: why the file goes to rejected/.
     """
     run_id, signal = body["run_id"], body["signal"]
-    head = r.head(run_id)
-    if head is None:
-        raise UnknownRun(run_id)
-    if head.status in (Status.DONE, Status.CANCELLED):
-        raise SignalRefused(run_id, signal, f"the run is {head.status}; no wait will ever "
-                            "take it")
+    signals.accepting(r, run_id, signal)
     try:
         check_serializable(body.get("data"), f"the data of signal {signal!r}")
     except NotSerializable as exc:  # JSON is always kept; defensive against odd values

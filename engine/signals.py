@@ -79,10 +79,19 @@ def ready(reader: Reader, head: RunHead, now: float) -> bool:
     return name is not None and Queue.read(reader, head.run_id).next(name) is not None
 
 
-def due(head: RunHead) -> float | None:
-    """When a WAITING_SIGNAL run's wait times out (None: it waits for ever)."""
-    until = (head.waiting or {}).get("until")
-    return None if until is None else float(until)
+def accepting(r: Reader, run_id: str, name: str) -> None:
+    """Can the run still take signal ``name``? The API and signal files both check it
+    in the commit that records the signal.
+
+    Raises:
+        UnknownRun. SignalRefused: the run is DONE or CANCELLED.
+    """
+    head = r.head(run_id)
+    if head is None:
+        raise UnknownRun(run_id)
+    if head.status in (Status.DONE, Status.CANCELLED):
+        raise SignalRefused(run_id, name, f"the run is {head.status}; no wait will ever "
+                            "take it")
 
 
 def send(store: Store, run_id: str, name: str, data: Any = None, *, now: float,
@@ -96,17 +105,8 @@ def send(store: Store, run_id: str, name: str, data: Any = None, *, now: float,
     if not isinstance(name, str) or not name:
         raise SignalRefused(run_id, str(name), "a signal needs a non-empty name")
     check_serializable(data, f"the data of signal {name!r}")
-
-    def check(r: Reader) -> None:
-        head = r.head(run_id)
-        if head is None:
-            raise UnknownRun(run_id)
-        if head.status in (Status.DONE, Status.CANCELLED):
-            raise SignalRefused(run_id, name, f"the run is {head.status}; no wait will "
-                                "ever take it")
-
     seq = store.commit([SignalSent(run_id=run_id, name=name, data=data, by=by, file=file,
-                                   at=now)], check=check)[0]
+                                   at=now)], check=lambda r: accepting(r, run_id, name))[0]
     faults.point("after_signal_sent")
     return seq
 

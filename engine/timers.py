@@ -80,12 +80,16 @@ def until_of(req: ApprovalState) -> float:
     return float(req.payload["until"])
 
 
-def due_at(head: RunHead) -> float | None:
-    """When a paused run's deadline comes (its ``waiting["until"]``), or None."""
-    if head.status != Status.SLEEPING:
-        return None
+def waiting_until(head: RunHead) -> float | None:
+    """A paused run's deadline, ``waiting["until"]``: a timer's due time, a signal
+    wait's timeout (None: it has none)."""
     until = (head.waiting or {}).get("until")
     return None if until is None else float(until)
+
+
+def due_at(head: RunHead) -> float | None:
+    """When a sleeping run's timer is due (None for a run that does not sleep)."""
+    return waiting_until(head) if head.status == Status.SLEEPING else None
 
 
 def is_due(head: RunHead, now: float) -> bool:
