@@ -36,7 +36,7 @@ from .state import DEFERRED, Op, fold
 from .step import StepScope
 from .store import Store
 from .tasks import TaskResult, arun_tasks, run_tasks
-from .vocabulary import Status, pause_status
+from .vocabulary import Status, Waiting, pause_status
 
 GEOMETRIC_MIN = 64  # deltas before the first full snapshot under the default policy
 
@@ -284,14 +284,11 @@ class Execution:
         """Commit the pause; ``paused``: each paused task's Paused and its label."""
         requests = [rec for p, _ in paused for rec in p.records]
         status = pause_status({p.waiting["type"] for p, _ in paused})
-        if status == Status.SLEEPING:  # the run wakes at the earliest timer
-            pause, item = min(paused, key=lambda pair: timers.earliest_key(pair[0].waiting))
-        else:  # a wait of the kind the status names (its waiting is what resumes the
-            # run), the one whose request expires first (the watcher's timer is set for it)
-            named = [pair for pair in paused
-                     if pause_status({pair[0].waiting["type"]}) == status] or paused
-            first = first_to_expire([p for p, _ in named])
-            pause, item = next(pair for pair in named if pair[0] is first)
+        # a wait of the kind the status names (its waiting is what resumes the run), and
+        # of those the one whose deadline comes first (the watcher's timer is set for it)
+        named = [pair for pair in paused
+                 if pause_status({pair[0].waiting["type"]}) == status] or paused
+        pause, item = min(named, key=lambda pair: deadline(pair[0]))  # equals: the first
         waiting = pause.waiting
         if waiting.get("node_id") != item:  # a Send task: say which item waits (search[3])
             waiting = {**waiting, "item": item}
@@ -380,17 +377,18 @@ class Execution:
         return self.store.renew_lease(self.run_id, self.token, self.clock() + self.lease_ttl)
 
 
-def first_to_expire(pauses: list[Any]) -> Any:
-    """The pause to report: the one whose request expires first, else the first.
+def deadline(pause: Any) -> float:
+    """When a pause's wait ends by itself: a timer's due time, its request's expiry
+    (infinity: never).
 
-    ``run.waiting`` names one request of a pause, and its deadline is the one a
-    watcher sets a timer for (``RunView.workable_at``); a map item's request that
-    expires earlier would otherwise wait for the next decision to be noticed.
+    ``run.waiting`` names one wait of a pause, and its deadline is the one a watcher
+    sets a timer for (``RunView.workable_at``): the run wakes at the earliest timer, and
+    a map item's request that expires earlier would otherwise wait for the next
+    decision to be noticed.
     """
-    def expiry(p: Any) -> float:
-        aid = p.waiting.get("approval_id")
-        at = next((r.expires_at for r in p.records
-                   if isinstance(r, ApprovalRequested) and r.approval_id == aid), p.expires_at)
-        return float("inf") if at is None else at
-
-    return min(pauses, key=expiry)  # min keeps the first of equals: no deadline, pauses[0]
+    if pause.waiting["type"] == Waiting.TIMER:
+        return timers.earliest_key(pause.waiting)
+    aid = pause.waiting.get("approval_id")
+    at = next((r.expires_at for r in pause.records
+               if isinstance(r, ApprovalRequested) and r.approval_id == aid), pause.expires_at)
+    return float("inf") if at is None else at
