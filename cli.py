@@ -702,21 +702,29 @@ def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by
     if result is not None and chosen != Decision.MARK_DONE:
         raise click.UsageError(f"--result goes with --decision mark_done only, not {chosen}")
     value = None if result is None else _json_arg(result)
+    _deliver(home, inbox, approval_id, chosen, by=by, reason=reason, result=value,
+             key_file=key_file)
+
+
+def _deliver(home: Path, inbox: Path | None, approval_id: str, decision: str, *,
+             by: str | None, reason: str | None, result: Any, key_file: Path | None) -> None:
+    """``approve`` and ``answer``: a checked decision file dropped into the inbox, or on
+    a postgresql:// home (without --inbox) the decision recorded in the database."""
     eng = open_home(home, create=False, inbox=inbox)
     click.get_current_context().call_on_close(eng.close)
     key = read_approval_key(key_file) if key_file else None
     how: dict[str, Any] = {"by": by or os.environ.get("USER"), "reason": reason,
-                           "result": value, "key": key}
+                           "result": result, "key": key}
     try:
-        done = eng.deliver_decision(approval_id, chosen, **how) if inbox is None else \
-            {"file": str(eng.drop_decision(approval_id, chosen, **how))}
+        done = eng.deliver_decision(approval_id, decision, **how) if inbox is None else \
+            {"file": str(eng.drop_decision(approval_id, decision, **how))}
     except (ApprovalKeyError, DecisionNotAllowed) as exc:
         raise click.UsageError(str(exc)) from None
     if done["file"] is not None:
-        click.echo(f"{chosen} for {approval_id} dropped into the inbox: "
+        click.echo(f"{decision} for {approval_id} dropped into the inbox: "
                    f"{Path(done['file']).name}", err=True)
     else:
-        click.echo(f"{chosen} for {approval_id} recorded in {done['home']}: a watcher "
+        click.echo(f"{decision} for {approval_id} recorded in {done['home']}: a watcher "
                    f"resumes run {done['run_id']}", err=True)
 
 
@@ -743,23 +751,8 @@ def answer(approval_id: str, value_json: str, home: Path, by: str | None, reason
     question stores it as JSON Schema); one that does not match is refused with the
     reason and nothing is written. To decline a question: bide approve ID --reject.
     """
-    value = _json_arg(value_json)
-    eng = open_home(home, create=False, inbox=inbox)
-    click.get_current_context().call_on_close(eng.close)
-    key = read_approval_key(key_file) if key_file else None
-    how: dict[str, Any] = {"by": by or os.environ.get("USER"), "reason": reason,
-                           "result": value, "key": key}
-    try:
-        done = eng.deliver_decision(approval_id, Decision.ANSWER, **how) if inbox is None \
-            else {"file": str(eng.drop_decision(approval_id, Decision.ANSWER, **how))}
-    except (ApprovalKeyError, DecisionNotAllowed) as exc:
-        raise click.UsageError(str(exc)) from None
-    if done["file"] is not None:
-        click.echo(f"answer for {approval_id} dropped into the inbox: "
-                   f"{Path(done['file']).name}", err=True)
-    else:
-        click.echo(f"answer for {approval_id} recorded in {done['home']}: a watcher "
-                   f"resumes run {done['run_id']}", err=True)
+    _deliver(home, inbox, approval_id, Decision.ANSWER, by=by, reason=reason,
+             result=_json_arg(value_json), key_file=key_file)
 
 
 @main.command("signal")
