@@ -37,6 +37,20 @@ def engine(home: Path, request: pytest.FixtureRequest):
         assert not (home / "store").exists()
 
 
+def open_on(kind: str, request: pytest.FixtureRequest, home: Path, clock) -> bide.Engine:
+    """An engine on a home of this kind (lmdb, memory, postgres) with this clock; request
+    files and the inbox in ``home`` whatever the store."""
+    opts = {"durability": "fast", "clock": clock}
+    if kind == "postgres":
+        pytest.importorskip("psycopg")
+        return bide.open(request.getfixturevalue("pg_url"), local=home, **opts)
+    if kind == "memory":
+        from bide.engine.memory_store import SCHEME, MemoryStore
+        store = MemoryStore(f"{SCHEME}{home}", durability="fast", clock=clock)
+        return bide.open(home, store=store, **opts)
+    return bide.open(home, **opts)
+
+
 def run_app(script: str, *args: str, fault: str | None = None, env: dict | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess:
     """Run ``tests/apps/<script>`` in a fresh interpreter, optionally with a fault armed."""

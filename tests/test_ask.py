@@ -23,7 +23,7 @@ from bide.cli import main
 from bide.engine.inbox import Inbox, drop_decision, sign
 from bide.engine.value_schema import example, problem, schema_of
 from click.testing import CliRunner
-from conftest import APPS, count_lines
+from conftest import APPS, count_lines, open_on
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,18 +49,8 @@ def now() -> list[float | None]:
 @pytest.fixture(params=["lmdb", "memory", "postgres"])
 def any_engine(request, home, now):
     """An engine on each kind of home; request files and the inbox in ``home``."""
-    kind = request.param
-    opts = {"durability": "fast", "clock": lambda: time.time() if now[0] is None else now[0]}
-    if kind == "postgres":
-        pytest.importorskip("psycopg")
-        eng = bide.open(request.getfixturevalue("pg_url"), local=home, **opts)
-    elif kind == "memory":
-        from bide.engine.memory_store import SCHEME, MemoryStore
-        store = MemoryStore(f"{SCHEME}{home}", durability="fast", clock=opts["clock"])
-        eng = bide.open(home, store=store, **opts)
-    else:
-        eng = bide.open(home, **opts)
-    with eng:
+    with open_on(request.param, request, home,
+                 lambda: time.time() if now[0] is None else now[0]) as eng:
         eng.register(ask_app.flow)
         yield eng
 

@@ -12,7 +12,7 @@ import time
 
 import bide
 import pytest
-from conftest import APPS
+from conftest import APPS, open_on
 
 sys.path.insert(0, str(APPS))
 import signal_app  # noqa: E402
@@ -26,18 +26,8 @@ def now() -> list[float | None]:
 
 @pytest.fixture(params=["lmdb", "memory", "postgres"])
 def any_engine(request, home, now):
-    kind = request.param
-    opts = {"durability": "fast", "clock": lambda: time.time() if now[0] is None else now[0]}
-    if kind == "postgres":
-        pytest.importorskip("psycopg")
-        eng = bide.open(request.getfixturevalue("pg_url"), local=home, **opts)
-    elif kind == "memory":
-        from bide.engine.memory_store import SCHEME, MemoryStore
-        store = MemoryStore(f"{SCHEME}{home}", durability="fast", clock=opts["clock"])
-        eng = bide.open(home, store=store, **opts)
-    else:
-        eng = bide.open(home, **opts)
-    with eng:
+    with open_on(request.param, request, home,
+                 lambda: time.time() if now[0] is None else now[0]) as eng:
         eng.register(signal_app.flow, signal_app.patient)
         yield eng
 

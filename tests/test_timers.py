@@ -18,7 +18,7 @@ import bide
 import pytest
 from bide.cli import main
 from click.testing import CliRunner
-from conftest import APPS, count_lines
+from conftest import APPS, count_lines, open_on
 
 sys.path.insert(0, str(APPS))
 import timer_app  # noqa: E402
@@ -38,21 +38,9 @@ def now() -> list[float]:
     return [T0]
 
 
-def open_home(kind: str, request, home, clock) -> bide.Engine:
-    opts = {"durability": "fast", "clock": clock}
-    if kind == "postgres":
-        pytest.importorskip("psycopg")
-        return bide.open(request.getfixturevalue("pg_url"), local=home, **opts)
-    if kind == "memory":
-        from bide.engine.memory_store import SCHEME, MemoryStore
-        store = MemoryStore(f"{SCHEME}{home}", durability="fast", clock=clock)
-        return bide.open(home, store=store, **opts)
-    return bide.open(home, **opts)
-
-
 @pytest.fixture(params=["lmdb", "memory", "postgres"])
 def any_engine(request, home, now):
-    with open_home(request.param, request, home, lambda: now[0]) as eng:
+    with open_on(request.param, request, home, lambda: now[0]) as eng:
         eng.register(timer_app.flow)
         yield eng
 
@@ -249,7 +237,7 @@ def wait_for(check, deadline: float = 10.0) -> None:
 @pytest.mark.parametrize("kind", ["lmdb", "postgres"])
 def test_an_idle_watcher_resumes_a_sleeping_run_on_time(kind, request, home, effects):
     """No rescan falls near the due time (rescan 30 s): the watcher wakes for it."""
-    with open_home(kind, request, home, time.time) as eng:
+    with open_on(kind, request, home, time.time) as eng:
         eng.register(timer_app.flow)
         eng.submit("nap", {"seconds": 0.5}, run_id="r-1")  # the watcher's first pass runs it
         watcher = bide.Watcher(eng, log=lambda line: None, rescan=30)
