@@ -492,10 +492,14 @@ class Engine(Surface):
     # -- schedules -------------------------------------------------------------
     def schedule(self, name: str, flow: str, *, every: float | None = None,
                  cron: str | None = None, input: dict[str, Any] | None = None,  # noqa: A002
-                 catch_up: bool = False, tz: str | None = None) -> Schedule:
+                 catch_up: bool = False, tz: str | None = None,
+                 check_flow: bool = True) -> Schedule:
         """Record (or replace) schedule ``name``: ``bide watch`` starts one run of ``flow``
         with ``input`` per slot, every ``every`` seconds (aligned to the epoch) or at each
         time ``cron`` names (UTC, or ``tz``). See ``engine/schedules.py``.
+
+        ``check_flow=False`` records a flow this process has not registered (``bide
+        schedule`` without ``--app``); a watcher whose app lacks it logs and skips it.
 
         Raises:
             InvalidSchedule: a bad name, interval, cron string or time zone, or both or
@@ -503,7 +507,8 @@ class Engine(Surface):
         """
         every_s, cron_s = schedules.check(name, every=every, cron=cron, tz=tz,
                                           input=dict(input or {}))
-        self.flow(flow)
+        if check_flow:
+            self.flow(flow)
         schedules.record(self.store, name, flow, every=every_s, cron=cron_s, tz=tz,
                          input=dict(input or {}), catch_up=catch_up, now=self.clock())
         return self.schedule_of(name)
