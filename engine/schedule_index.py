@@ -67,10 +67,10 @@ def fold_tables(tables: Any, seq: int, record: Any) -> None:
         case ScheduleRemoved():
             tables.delete(TABLE, key(record.name))
         case ScheduleFired():
-            state = load(tables, record.name)
-            if state is not None and (state.last_slot is None or record.slot > state.last_slot):
-                state.last_slot, state.last_run = record.slot, record.started
-                tables.put(TABLE, key(record.name), pack_value(state))
+            found = load(tables, record.name)
+            if found is not None and (found.last_slot is None or record.slot > found.last_slot):
+                found.last_slot, found.last_run = record.slot, record.started
+                tables.put(TABLE, key(record.name), pack_value(found))
 
 
 def fold_head(tables: Any, head: Any, seq: int, record: Any) -> None:
