@@ -20,6 +20,9 @@ them, looked at again when a lease or deadline they wait on ends, and a full
 rescan only every ``rescan`` seconds (30 by default there); the inbox loop then
 only takes files.
 
+A third thread (``schedule_loop``) starts schedules' runs when their slots come and
+offers them to the workers.
+
 SIGINT/SIGTERM stop every worker at its next boundary; runs stay resumable. A
 run that cannot go on for a reason of its own (a renamed node, an unknown flow, a
 corrupt record) is recorded as blocked on that run and logged; the watcher
