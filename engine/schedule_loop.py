@@ -75,8 +75,9 @@ class ScheduleLoop:
     def _start_due(self, s: schedules.ScheduleState, now: float, offer: bool) -> None:
         slots, skipped = schedules.due_slots(s, now)
         if skipped:
+            many = skipped if skipped <= schedules.COUNT_CAP else f"over {schedules.COUNT_CAP}"
             self.log(f"schedule {s.name}: catching up {len(slots)} missed slots; "
-                     f"{skipped} older ones skipped (at most {schedules.CATCH_UP_CAP})")
+                     f"{many} older ones skipped (at most {schedules.CATCH_UP_CAP})")
         elif len(slots) > 1:
             self.log(f"schedule {s.name}: catching up {len(slots)} missed slots")
         for slot in slots:

@@ -186,13 +186,17 @@ def due_slots(state: ScheduleState, now: float) -> tuple[list[int], int]:
     return slots[-2::-1], skipped
 
 
+COUNT_CAP = 10 * CATCH_UP_CAP  # cron slots counted at most when saying how many were skipped
+
+
 def _count_between(state: ScheduleState, floor: float, upto: int) -> int:
-    """How many slots lie in ``(floor, upto]`` (the catch-up cap dropped them)."""
+    """How many slots lie in ``(floor, upto]`` (the catch-up cap dropped them); for cron,
+    at most ``COUNT_CAP + 1`` (walking a year of minutes to say so is not worth it)."""
     if state.every is not None:
         return (upto - slot_at_or_before(state, floor)) // state.every
     count, it = 0, _cron_iter(state, math.floor(floor), reverse=False)
     for at in it:  # bounded: only after a cap's worth of slots was found before upto
-        if at.timestamp() > upto or count > 10 * CATCH_UP_CAP:
+        if at.timestamp() > upto or count > COUNT_CAP:
             break
         count += 1
     return count

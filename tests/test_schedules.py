@@ -153,6 +153,15 @@ def test_catch_up_is_capped_with_a_log_line(eng, clock):
             "(at most 100)") in lines
 
 
+def test_a_cron_catch_up_over_a_long_downtime_says_how_many_it_skipped(eng, clock):
+    eng.schedule("minutely", "tick", cron="* * * * *", catch_up=True)
+    clock.now = T0 + 3 * 86400  # three days of minutes missed
+    lines: list[str] = []
+    assert len(once(eng, lines)) == schedules.CATCH_UP_CAP
+    assert ("schedule minutely: catching up 100 missed slots; over 1000 older ones skipped "
+            "(at most 100)") in lines
+
+
 def test_a_slot_whose_run_was_pruned_is_not_started_again(eng, clock):
     eng.schedule("beat", "tick", every=10)
     clock.now = T0 + 10
@@ -163,6 +172,7 @@ def test_a_slot_whose_run_was_pruned_is_not_started_again(eng, clock):
     assert ticks(eng) == []
     assert once(eng) == []  # the run id is free again; the slot is still started
     assert eng.schedule_of("beat").last_slot == T0 + 10
+    assert eng.doctor().ok
 
 
 def test_a_run_id_taken_already_leaves_the_slot_to_its_owner(eng, clock):
