@@ -28,6 +28,7 @@ from .engine.errors import (
     FlowMismatch,
     FollowTimeout,
     InvalidAnswer,
+    InvalidSchedule,
     InvalidTimer,
     LangGraphThread,
     LogUnreadable,
@@ -50,6 +51,7 @@ from .engine.errors import (
     RunError,
     RunExists,
     RunNotResumable,
+    ScheduleError,
     SignalRefused,
     StaleLease,
     StateNotSerializable,
@@ -65,6 +67,7 @@ from .engine.errors import (
     UnknownKey,
     UnknownRecordType,
     UnknownRun,
+    UnknownSchedule,
     UnknownStatus,
     UnknownVersion,
 )
@@ -76,6 +79,7 @@ from .engine.policy import Policy
 from .engine.recovery import RecoveredRun, RecoverReport
 from .engine.runs import CheckpointInfo, Run
 from .engine.runtime import Engine, check_run_id, open
+from .engine.schedules import Schedule
 from .engine.send import Send
 from .engine.store import Store, WriteEvent
 from .engine.surface import read_approval_key
@@ -116,6 +120,7 @@ __all__ = [
     "FollowTimeout",
     "IntentStatus",
     "InvalidAnswer",
+    "InvalidSchedule",
     "InvalidTimer",
     "LangGraphThread",
     "LogUnreadable",
@@ -145,6 +150,8 @@ __all__ = [
     "RunError",
     "RunExists",
     "RunNotResumable",
+    "Schedule",
+    "ScheduleError",
     "Send",
     "SignalRefused",
     "StaleLease",
@@ -164,6 +171,7 @@ __all__ = [
     "UnknownKey",
     "UnknownRecordType",
     "UnknownRun",
+    "UnknownSchedule",
     "UnknownStatus",
     "UnknownVersion",
     "Watcher",

@@ -38,6 +38,7 @@ from . import (
     Event,
     Flow,
     IntentStatus,
+    InvalidSchedule,
     NotFound,
     RunExists,
     Status,
@@ -788,6 +789,61 @@ def signal_cmd(run_id: str, name: str, data_json: str | None, home: Path, by: st
                    f"{Path(done['file']).name}", err=True)
     else:
         click.echo(f"signal {name!r} recorded for run {run_id} in {done['home']}", err=True)
+
+
+@main.command("schedule")
+@common_options
+@click.argument("name")
+@click.argument("flow_name", metavar="FLOW")
+@click.option("--every", type=click.IntRange(min=1), metavar="SECONDS",
+              help="Start a run every SECONDS (slots aligned to the epoch).")
+@click.option("--cron", metavar="EXPR", help="Start a run at each time a cron expression "
+              "names, e.g. '*/5 * * * *' (UTC unless --tz).")
+@click.option("--tz", metavar="ZONE", help="The time zone of --cron (an IANA name).")
+@click.option("--input", "input_json", metavar="JSON", help="Each run's input (a JSON object).")
+@click.option("--catch-up", is_flag=True, help="After downtime start every missed slot "
+              "(oldest first), not only the latest.")
+@click.option("--app", "app", metavar="MODULE:ATTR",
+              help="Check that FLOW is among these flows before recording.")
+def schedule_cmd(home: Path, as_json: bool, name: str, flow_name: str, every: int | None,
+                 cron: str | None, tz: str | None, input_json: str | None, catch_up: bool,
+                 app: str | None) -> None:
+    """Record (or replace) schedule NAME: `bide watch` starts one run of FLOW per slot."""
+    data = {} if input_json is None else _json_arg(input_json)
+    if not isinstance(data, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--input")
+    engine = _engine(home)
+    if app is not None:
+        engine.register(*load_flows(app))
+    try:
+        made = engine.schedule(name, flow_name, every=every, cron=cron, tz=tz, input=data,
+                               catch_up=catch_up, check_flow=app is not None)
+    except InvalidSchedule as exc:  # what was typed is wrong: a usage error (exit 2)
+        raise click.UsageError(str(exc)) from None
+    _out(as_json, made.to_dict(), lambda: f"schedule {name}: {flow_name} {made.spec}, next "
+         f"{due_text(made.next_due, time.time()).removeprefix('until ')}")
+
+
+@main.command("schedules")
+@common_options
+def schedules_cmd(home: Path, as_json: bool) -> None:
+    """The home's schedules: what each starts, when next, and the last slot started."""
+    found = _engine(home).schedules()
+    now = time.time()
+    _out(as_json, [s.to_dict() for s in found], lambda: table(
+        ["name", "flow", "spec", "next", "last run"],
+        [[s.name, s.flow, s.spec + (" +catch-up" if s.catch_up else ""),
+          due_text(s.next_due, now).removeprefix("until "), s.last_run or "-"]
+         for s in found]) if found else "no schedules")
+
+
+@main.command("unschedule")
+@common_options
+@click.argument("name")
+def unschedule_cmd(home: Path, as_json: bool, name: str) -> None:
+    """Remove schedule NAME (its runs stay). Exit 3 if there is none."""
+    _engine(home).unschedule(name)
+    _out(as_json, {"name": name, "removed": True}, lambda: f"schedule {name} removed")
 
 
 def _json_arg(text: str) -> Any:

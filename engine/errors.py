@@ -46,6 +46,9 @@
     │   ├── Nondeterminism         a re-run node called something else at a recorded index
     │   ├── ToolFailed             a recorded tool error, raised again on replay
     │   └── ReconciliationAborted
+    ├── ScheduleError              a schedule problem; ``name`` names it
+    │   ├── InvalidSchedule        a bad name, cron, interval or time zone (a ValueError)
+    │   └── UnknownSchedule        the home has no schedule of that name     (NotFound)
     └── ApprovalError
         ├── UnknownApproval                                                   (NotFound)
         ├── DecisionRefused        the decision does not fit the request      (Conflict)
@@ -296,6 +299,24 @@ class InvalidTimer(RunError, ValueError):
     naive datetime; the message says which."""
 
 
+class ScheduleError(BideError):
+    """A schedule (``engine.schedule``) cannot be recorded or found."""
+
+    def __init__(self, name: str, message: str) -> None:
+        self.name = name
+        super().__init__(message)
+
+
+class InvalidSchedule(ScheduleError, ValueError):
+    """``engine.schedule`` got a bad name, cron expression, interval, time zone or flow, or
+    both or neither of ``every``/``cron``; the message says which. Nothing is recorded."""
+
+
+class UnknownSchedule(ScheduleError, NotFound):
+    def __init__(self, name: str) -> None:
+        super().__init__(name, f"no schedule named {name!r} (bide schedules lists them)")
+
+
 class RunNotResumable(RunError, Conflict):
     def __init__(self, run_id: str, why: str) -> None:
         self.run_id = run_id
@@ -526,6 +547,7 @@ __all__ = [
     "FlowMismatch",
     "FollowTimeout",
     "InvalidAnswer",
+    "InvalidSchedule",
     "InvalidTimer",
     "LangGraphThread",
     "LogUnreadable",
@@ -549,6 +571,7 @@ __all__ = [
     "RunError",
     "RunExists",
     "RunNotResumable",
+    "ScheduleError",
     "SignalRefused",
     "StaleLease",
     "StateNotSerializable",
@@ -564,6 +587,7 @@ __all__ = [
     "UnknownKey",
     "UnknownRecordType",
     "UnknownRun",
+    "UnknownSchedule",
     "UnknownStatus",
     "UnknownVersion",
 ]

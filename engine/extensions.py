@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from .extension import Extension
 from .langgraph_index import LANGGRAPH
+from .schedule_index import SCHEDULES
 
-EXTENSIONS: tuple[Extension, ...] = (LANGGRAPH,)
+EXTENSIONS: tuple[Extension, ...] = (LANGGRAPH, SCHEDULES)
 
 
 def owner(record: object) -> Extension | None:

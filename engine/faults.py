@@ -36,6 +36,8 @@ FAULT_POINTS: dict[str, str] = {
     "after_lease_acquired": "a worker took a run's lease",
     "after_signal_sent": "a signal is in its run's queue",
     "after_signal_consumed": "a wait's take of a signal is durable, its node not yet done",
+    "after_schedule_recorded": "a schedule (new or replaced) is durable",
+    "after_slot_run_created": "a schedule slot's run and its fired mark are durable, not yet run",
     "after_decision_recorded": "an inbox decision is in the store, its file not yet moved",
     "after_file_claimed": "an inbox file was claimed, not yet checked",
     "during_compact_swap": "a compacted copy is written and about to replace the store",

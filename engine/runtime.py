@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from ..formats import (
     check_serializable,
 )
 from ..formats.errors import NotSerializable
-from . import attention, faults, pg_home, signals, signing, timers
+from . import attention, faults, pg_home, schedules, signals, signing, timers
 from .approvals import Doors, check_decision, decided, undecided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
@@ -33,6 +33,7 @@ from .errors import (
     StoreError,
     UnknownFlow,
     UnknownRun,
+    UnknownSchedule,
 )
 from .executor import Cursor, Execution
 from .flow import Flow
@@ -45,8 +46,9 @@ from .policy import Policy
 from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
 from .run_view import RunView, ended
 from .runs import CheckpointInfo, Run, check_run_id
+from .schedules import Schedule
 from .state import materialize
-from .store import Reader, Store
+from .store import Check, Reader, Store
 from .surface import Surface
 from .vocabulary import FINISHED, WAITING, Decision, Status, Waiting
 from .waits import still_waiting
@@ -161,7 +163,8 @@ class Engine(Surface):
         return self._create(flow, input, run_id, policy, status=Status.PENDING)
 
     def _create(self, flow_name: str, input: Any, run_id: str | None, policy: Policy | None,
-                status: str) -> str:
+                status: str, *, extra: Sequence[Any] = (), check: Check | None = None) -> str:
+        """Commit a new run; ``extra`` records ride in the same commit, after ``check``."""
         flow = self.flow(flow_name)
         run_id = check_run_id(run_id) if run_id is not None else f"r-{uuid.uuid4().hex[:12]}"
         policy = policy or Policy()
@@ -182,10 +185,13 @@ class Engine(Surface):
         if status == Status.RUNNING:
             records.append(LeaseAcquired(run_id=run_id, owner=self.owner, token=1,
                                          expires_at=now + self.lease_ttl, at=now))
+        records.extend(extra)
 
         def unique(r: Reader) -> None:
             if r.head(run_id) is not None:
                 raise RunExists(run_id)
+            if check is not None:
+                check(r)
 
         self.store.commit(records, check=unique)
         return run_id
@@ -482,6 +488,47 @@ class Engine(Surface):
                       by: str | None = None) -> int:
         """``signal`` without blocking the event loop."""
         return await off_loop(self.signal, run_id, name, data, by=by)
+
+    # -- schedules -------------------------------------------------------------
+    def schedule(self, name: str, flow: str, *, every: float | None = None,
+                 cron: str | None = None, input: dict[str, Any] | None = None,  # noqa: A002
+                 catch_up: bool = False, tz: str | None = None,
+                 check_flow: bool = True) -> Schedule:
+        """Record (or replace) schedule ``name``: ``bide watch`` starts one run of ``flow``
+        with ``input`` per slot, every ``every`` seconds (aligned to the epoch) or at each
+        time ``cron`` names (UTC, or ``tz``). See ``engine/schedules.py``.
+
+        ``check_flow=False`` records a flow this process has not registered (``bide
+        schedule`` without ``--app``); a watcher whose app lacks it logs and skips it.
+
+        Raises:
+            InvalidSchedule: a bad name, interval, cron string or time zone, or both or
+                neither of every/cron. UnknownFlow: this engine has no such flow.
+        """
+        every_s, cron_s = schedules.check(name, every=every, cron=cron, tz=tz,
+                                          input=dict(input or {}))
+        if check_flow:
+            self.flow(flow)
+        schedules.record(self.store, name, flow, every=every_s, cron=cron_s, tz=tz,
+                         input=dict(input or {}), catch_up=catch_up, now=self.clock())
+        return self.schedule_of(name)
+
+    def unschedule(self, name: str) -> None:
+        """Remove schedule ``name``; its runs stay. Raises UnknownSchedule."""
+        schedules.remove(self.store, name, now=self.clock())
+
+    def schedules(self) -> list[Schedule]:
+        """Every schedule of the home, by name, with its next due slot and last started."""
+        with self.store.reader() as r:
+            return [schedules.shown(s) for s in schedules.states(r)]
+
+    def schedule_of(self, name: str) -> Schedule:
+        """One schedule. Raises UnknownSchedule."""
+        with self.store.reader() as r:
+            found = schedules.state(r, name)
+        if found is None:
+            raise UnknownSchedule(name)
+        return schedules.shown(found)
 
     def pending(self) -> list[dict[str, Any]]:
         """Decisions waiting: approvals, questions (kind ``input``: ``question`` and the

@@ -20,6 +20,9 @@ them, looked at again when a lease or deadline they wait on ends, and a full
 rescan only every ``rescan`` seconds (30 by default there); the inbox loop then
 only takes files.
 
+A third thread (``schedule_loop``) starts schedules' runs when their slots come and
+offers them to the workers.
+
 SIGINT/SIGTERM stop every worker at its next boundary; runs stay resumable. A
 run that cannot go on for a reason of its own (a renamed node, an unknown flow, a
 corrupt record) is recorded as blocked on that run and logged; the watcher
@@ -45,6 +48,7 @@ from .recovery import RecoveredRun, RecoverReport
 from .run_view import RunView
 from .runs import Run
 from .runtime import Engine
+from .schedule_loop import ScheduleLoop
 from .vocabulary import Status
 from .waker import RESCAN, Waker, survey
 
@@ -80,6 +84,7 @@ class Watcher:
         self._loop_thread: threading.Thread | None = None
         self._events: InboxEvents | None = None
         self._waker: Waker | None = None
+        self.schedules = ScheduleLoop(engine, self.dispatcher.offer, stop=self.stop, log=log)
         self._serving = False  # workers started by serve(): the inbox hands them runs
         marker = signing.marker(engine.home, engine.store)
         if engine.approval_key is None and signing.requirement(marker) is not None:
@@ -93,6 +98,8 @@ class Watcher:
         self.engine.store.reader_check()
         self._write_missing_requests()
         files = self._take_files()
+        if not self.stop.is_set():
+            self.schedules.fire(offer=False)  # due slots' runs: recovered below
         report = RecoverReport() if self.stop.is_set() else self.engine.recover(
             max_age=self.max_orphan_age, max_attempts=self.max_attempts)
         runs = list(report)
@@ -120,6 +127,7 @@ class Watcher:
             self.stop.set()
             if self._waker is not None and not self._waker.join(self.grace):
                 self.log("the waker did not stop in time")
+            self.schedules.join(self.grace)
             self._finish()
         self.log("watcher stopped; runs left resumable")
         if self._waker is not None and self._waker.failure is not None:
@@ -207,6 +215,7 @@ class Watcher:
                                              daemon=True)
         self._loop_thread.start()
         self.dispatcher.start()
+        self.schedules.start()
         if self._changes is not None:  # LISTEN first, then the waker's first rescan
             self._waker = Waker(self.engine, self._changes(self.stop), self.dispatcher.offer,
                                 stop=self.stop, rescan=self.rescan, log=self.log)

@@ -35,10 +35,12 @@ from .records import (
     StatusChanged,
     register,
 )
+from .schedule_records import SCHEDULES_RUN, ScheduleFired, ScheduleRemoved, ScheduleSet
 from .signal_records import SignalAwaited, SignalConsumed, SignalSent
 
 __all__ = [
     "RECORD_TYPES",
+    "SCHEDULES_RUN",
     "ApprovalDecided",
     "ApprovalRequested",
     "BideError",
@@ -55,6 +57,9 @@ __all__ = [
     "Record",
     "RecordError",
     "RunCreated",
+    "ScheduleFired",
+    "ScheduleRemoved",
+    "ScheduleSet",
     "SignalAwaited",
     "SignalConsumed",
     "SignalSent",

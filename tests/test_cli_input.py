@@ -116,6 +116,7 @@ def odd_home(tmp_path: Path, apps) -> Path:
         e.start("odd", run_id="r-odd")  # waits for approval, at version 1
         e.start("odd", run_id="r-odd-2")
         e.submit("odd", {"seed": math.nan}, run_id="r-odd-pending")
+        e.schedule("odd-beat", "odd", every=3600, input={"seed": math.inf})
     return path
 
 
@@ -127,6 +128,8 @@ JSON_COMMANDS = [
     ["resume", "r-odd-pending", "--app", "cli_input_app:odd"],
     ["recover", "--app", "cli_input_app:odd"], ["prune", "--dry-run"], ["compact"],
     ["log", "r-odd", "--follow"], ["run", "odd", "--app", "cli_input_app:odd"],
+    ["schedule", "odd-2", "odd", "--every", "60", "--input", '{"seed": NaN}'], ["schedules"],
+    ["unschedule", "odd-beat"],
 ]
 LINES = {"log", "run"}  # JSON lines: one object per record (run: then the outcome)
 

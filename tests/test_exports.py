@@ -135,3 +135,14 @@ def test_signal_names_are_public():
     assert issubclass(bide.SignalRefused, bide.RunError)
     assert issubclass(bide.SignalRefused, bide.Conflict)
     assert bide.Status.WAITING_SIGNAL in bide.Status
+
+
+def test_schedule_names_are_public():
+    assert {"Schedule", "ScheduleError", "InvalidSchedule", "UnknownSchedule"} <= set(
+        bide.__all__)
+    assert issubclass(bide.InvalidSchedule, bide.ScheduleError)
+    assert issubclass(bide.InvalidSchedule, ValueError)
+    assert issubclass(bide.UnknownSchedule, bide.NotFound)
+    assert callable(bide.Engine.schedule) and callable(bide.Engine.unschedule)
+    assert {"name", "flow", "spec", "input", "catch_up", "next_due", "last_slot"} <= set(
+        bide.Schedule.__dataclass_fields__)

@@ -312,6 +312,8 @@ def matrix_jobs(base: Path, points: dict[str, Counter[str]], *, occurrences: int
             for point, hits in sorted(points[workload].items()):
                 if only is not None and point not in only:
                     continue
+                if point not in w.MATRIX_POINTS.get(workload, (point,)):
+                    continue
                 for k in range(1, min(hits, occurrences or hits) + 1):
                     for mode in modes:
                         for durability in durabilities:
@@ -395,7 +397,7 @@ class Plan:
     seed: int = 0
     jobs: int = 2
     workloads: tuple[str, ...] = ("chain", "fanout", "tools", "approval", "grow", "maintain",
-                                  "map", "timer", "signal")
+                                  "map", "timer", "signal", "schedule")
 
     @classmethod
     def nightly(cls, seed: int = 0) -> Plan:

@@ -28,7 +28,7 @@ from bide.formats import PendingWrite
 
 RUN_ID = "r1"
 WORKLOADS = ("chain", "fanout", "tools", "approval", "grow", "maintain", "map", "timer",
-             "signal")
+             "signal", "schedule")
 RESULTS: dict[str, Any] = {
     "send_email": "sent to ops@example.com",
     "create_ticket": {"ticket": "T-1"},
@@ -45,6 +45,10 @@ LONG_STEPS = 12
 MAP_ITEMS = 4  # the map workload's Send tasks (2 at once)
 BLOB = 40_000
 NAP = 0.05  # the timer workload's sleep: short, so a trial waits little for its due time
+SCHEDULE = "beat"  # the schedule workload's: every second; its one slot's run is the run
+# the points the matrix kills a workload at (all by default): the schedule workload's own
+# (its other boundaries are the engine's, which the other workloads cover)
+MATRIX_POINTS = {"schedule": ("after_schedule_recorded", "after_slot_run_created")}
 
 
 class World:
@@ -171,6 +175,9 @@ def build_flow(workload: str, world: World) -> bide.Flow:
 
         node("listen", listen, start=True)
         node("close", after=("listen",))
+    elif workload == "schedule":  # a run a schedule started: one slot, then unscheduled
+        node("tick", lambda s, c: {"charged": c.tool(tools["charge"], "tick")}, start=True)
+        node("after", after=("tick",))
     elif workload == "long":
         def step(state: Any, ctx: Any) -> Any:
             i = state.get("i", 0)
@@ -218,6 +225,8 @@ def drive(home: Path, workload: str, durability: str, world: World) -> dict[str,
 
 def _step(eng: bide.Engine, workload: str, world: World, counts: Counter[str]) -> str:
     head = _head(eng)
+    if workload == "schedule" and (moved := _schedule_step(eng, head)) is not None:
+        return moved
     if head is None:
         if workload == "signal":  # its first signal is sent before the node waits
             eng.submit(f"torture-{workload}", input={"n": 0}, run_id=RUN_ID)
@@ -244,20 +253,43 @@ def _step(eng: bide.Engine, workload: str, world: World, counts: Counter[str]) -
     elif status == "NEEDS_RECONCILIATION":
         counts["unknown_surfaced"] += 1
         _reconcile(eng, head, world)
-        eng.resume(RUN_ID)
+        eng.resume(head.run_id)
         counts["resumed"] += 1
     elif status == "FAILED" and (workload != "fanout" or counts["failed"] >= 2):
         return "GAVE_UP"
     else:
         counts["failed"] += status == "FAILED"
-        eng.resume(RUN_ID)
+        eng.resume(head.run_id)
         counts["resumed"] += 1
     return status
 
 
 def _head(eng: bide.Engine) -> Any:
     with eng.store.reader() as r:
-        return r.head(RUN_ID)
+        return r.head(_run_id(r))
+
+
+def _run_id(r: Any) -> str:
+    """The workload's run: ``r1``, or the one the schedule workload's slot started."""
+    prefix = f"s-{SCHEDULE}-"
+    return next((k.decode() for k, _ in r.scan("runs", prefix.encode())), RUN_ID)
+
+
+def _schedule_step(eng: bide.Engine, head: Any) -> str | None:
+    """Record the schedule, start its first due slot's run as a watcher does, then remove
+    the schedule (once its run exists: a crash in between must not start a second slot)."""
+    if head is not None:
+        if any(s.name == SCHEDULE for s in eng.schedules()):
+            eng.unschedule(SCHEDULE)
+            return "UNSCHEDULED"
+        return None
+    found = [s for s in eng.schedules() if s.name == SCHEDULE]
+    if not found:
+        eng.schedule(SCHEDULE, "torture-schedule", every=1)
+        return "SCHEDULED"
+    time.sleep(max(0.0, found[0].next_due - time.time()) + 0.002)
+    Watcher(eng, log=lambda line: None).once()  # starts the slot's run, then runs it
+    return "FIRED"
 
 
 def bide_prune(eng: bide.Engine) -> None:
@@ -305,7 +337,7 @@ def _send_signals(eng: bide.Engine, head: Any) -> None:
 def _reconcile(eng: bide.Engine, head: Any, world: World) -> None:
     """Decide an unknown outcome the way a careful human would: look at the world."""
     waiting = head.waiting
-    key = idempotency_key(RUN_ID, waiting["intent"])
+    key = idempotency_key(head.run_id, waiting["intent"])
     if world.happened(waiting["tool"], key):
         eng.decide(waiting["approval_id"], "mark_done", by="operator",
                    reason="the effect is there", result=RESULTS[waiting["tool"]])
@@ -323,14 +355,15 @@ def facts(home: Path, workload: str, durability: str) -> dict[str, Any]:
         with eng.store.reader() as r:
             out["last_seq"] = r.last_seq()
             out["seqs"] = [seq for seq, _ in r.log()]
-            if r.head(RUN_ID) is None:
+            rid = _run_id(r)
+            if r.head(rid) is None:
                 return out
-            for seq, rtype in r.run_entries(RUN_ID):
+            for seq, rtype in r.run_entries(rid):
                 if rtype == "pending_write":
                     w = r.record(seq)
                     assert isinstance(w, PendingWrite)
                     out["committed"].append(f"node:{task_label(w.node, w.task)}@{w.superstep}")
-            out["unknown"] = [i.tool for i in r.intents(RUN_ID)
+            out["unknown"] = [i.tool for i in r.intents(rid)
                               if i.status in ("prepared", "unknown")]
     return out
 
@@ -342,8 +375,11 @@ def final(home: Path, workload: str, durability: str) -> dict[str, Any]:
     with open_engine(home, workload, durability) as eng:
         report = doctor(eng.store)
         head = _head(eng)
+        state = eng.state(head.run_id) if head else None
+        if workload == "schedule" and state is not None:  # one slot's run, not two
+            state["slot_runs"] = len(eng.runs(flow="torture-schedule"))
         return {"status": head.status if head else None,
-                "state": eng.state(RUN_ID) if head else None,
+                "state": state,
                 "doctor": [str(p) for p in report.problems] if not report.ok else [],
                 "readers_cleared": eng.store.reader_check()}
 
