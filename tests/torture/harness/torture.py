@@ -395,7 +395,7 @@ class Plan:
     seed: int = 0
     jobs: int = 2
     workloads: tuple[str, ...] = ("chain", "fanout", "tools", "approval", "grow", "maintain",
-                                  "map", "timer", "signal")
+                                  "map", "timer", "signal", "child")
 
     @classmethod
     def nightly(cls, seed: int = 0) -> Plan:
