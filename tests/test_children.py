@@ -227,3 +227,33 @@ def _with_asker() -> bide.Flow:
         return {"got": ctx.child("solo", {"flow": "asker"})}
 
     return tree
+
+
+def test_the_cli_shows_the_links_and_cancels_the_tree(tmp_path):
+    import json
+
+    from bide.cli import main
+    from click.testing import CliRunner
+
+    home = tmp_path / "home"
+    with bide.open(home, durability="fast") as eng:
+        eng.register(*FLOWS)
+        eng.start("solo", {"flow": "asker"}, run_id="s")
+
+    def cli(*argv: str) -> str:
+        result = CliRunner().invoke(main, [*argv, "--home", str(home)], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert "children:       s~only WAITING_APPROVAL (flow asker, node spawn)" in cli("show", "s")
+    assert "child of:       s" in cli("show", "s~only")
+    doc = json.loads(cli("show", "s", "--json"))
+    assert doc["child_of"] is None and doc["children"][0]["run_id"] == "s~only"
+    assert json.loads(cli("show", "s~only", "--json"))["child_of"] == "s"
+    assert "child s~only (spawn, flow asker)" in cli("runs")
+    rows = json.loads(cli("pending", "--json"))
+    assert sorted((r["kind"], r["run_id"]) for r in rows) == [("approval", "s~only"),
+                                                              ("child", "s")]
+    cli("cancel", "s")
+    assert {r["run_id"]: r["status"] for r in json.loads(cli("runs", "--json"))} == {
+        "s": "CANCELLED", "s~only": "CANCELLED"}
