@@ -137,3 +137,39 @@ def test_a_watcher_killed_mid_child_is_restarted_and_the_family_finishes_once(wo
             second.kill()
             second.communicate(timeout=30)
     each_child_once(w)
+
+
+
+def test_a_childs_end_wakes_a_postgresql_watcher_without_a_rescan(request, tmp_path):
+    """The child's end is a commit to its parent's log: its NOTIFY wakes a watcher whose
+    rescan is an hour away, and the watcher resumes the parent."""
+    pytest.importorskip("psycopg")
+    w = World(request.getfixturevalue("pg_url"), tmp_path / "home", tmp_path / "effects.log")
+    with w.engine() as eng:
+        eng.register(*child_app.flows)
+        assert eng.start("guardian", run_id="g").status == bide.Status.WAITING_CHILD
+    watch = start_worker("-m", "bide.cli", "watch", "--home", w.home, *w.doors(), "--app",
+                         "child_app:flows", "--durability", "fast", "--rescan", "3600",
+                         env=w.env())
+    try:
+        time.sleep(1.0)  # its one rescan at start is over: only a notification wakes it
+        with w.engine() as eng:
+            eng.register(*child_app.flows)
+            eng.inline_children = False  # this process runs the child, not its parent
+            (row,) = [r for r in eng.pending() if r["kind"] == "approval"]
+            eng.decide(row["approval_id"], "approve")
+            assert eng.resume("g~ask").status == bide.Status.DONE
+            assert eng.get("g").status == bide.Status.WAITING_CHILD  # left to the watcher
+            end = time.monotonic() + 30
+            while eng.get("g").status != bide.Status.DONE:
+                assert watch.poll() is None, watch.communicate()
+                assert time.monotonic() < end, "the watcher never heard the child's end"
+                time.sleep(0.02)
+            assert eng.get("g").state == {"ok": True}
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        try:
+            watch.communicate(timeout=30)
+        except Exception:
+            watch.kill()
+            watch.communicate(timeout=30)

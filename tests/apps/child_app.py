@@ -70,10 +70,26 @@ family.route("plan", lambda state: [bide.Send("raise_one", {"n": n}) for n in ra
 family.reducer("paid", bide.append)
 
 
+asker = bide.Flow("asker")  # a child that waits for a person
+
+
+@asker.node(start=True)
+def ask(state, ctx):
+    return {"ok": ctx.approve("go", {"n": state["n"]})}
+
+
+guardian = bide.Flow("guardian")
+
+
+@guardian.node(start=True)
+def guard(state, ctx):
+    return {"ok": ctx.child("asker", {"n": 1}, key="ask")["ok"]}
+
+
 def main(home: str, action: str, run_id: str) -> None:
     local = os.environ.get("CHILD_APP_LOCAL") if home.startswith("postgresql://") else None
     with bide.open(home, durability="fast", local=local) as engine:
-        engine.register(family, kid)
+        engine.register(*flows)
         if action == "start":
             run = engine.start("family", run_id=run_id)
         elif action == "recover":
@@ -88,4 +104,4 @@ def main(home: str, action: str, run_id: str) -> None:
 
 if __name__ == "__main__":
     main(*sys.argv[1:])
-flows = [family, kid]  # for bide watch --app child_app:flows
+flows = [family, kid, asker, guardian]  # for bide watch --app child_app:flows
