@@ -939,6 +939,11 @@ def _outcome_text(doc: dict[str, Any]) -> str:
 
 def _how_to_decide(run_id: str, waiting: dict[str, Any]) -> str:
     """What the paused run waits for and the commands that decide and continue it."""
+    if waiting.get("type") == "child":  # the child paused itself (it runs in this worker)
+        return (f"{run_id} waits for its child run {waiting.get('run_id')} (node "
+                f"{waiting.get('node_id')}), which paused: `bide pending` lists what it waits "
+                f"for; then `bide resume {run_id} --app ...` runs the child on and the parent, "
+                "or let `bide watch` continue them")
     approval = waiting.get("approval_id", "?")
     how = f"answer with `bide answer {approval} VALUE_JSON`" if waiting.get("type") == "input" \
         else f"decide with `bide approve {approval}` (or --reject)"

@@ -257,3 +257,14 @@ def test_the_cli_shows_the_links_and_cancels_the_tree(tmp_path):
     cli("cancel", "s")
     assert {r["run_id"]: r["status"] for r in json.loads(cli("runs", "--json"))} == {
         "s": "CANCELLED", "s~only": "CANCELLED"}
+
+
+def test_bide_run_of_a_parent_whose_child_paused_says_what_to_do(tmp_path):
+    from bide.cli import main
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(main, ["run", "guardian", "--app", "child_app:flows", "--home",
+                                       str(tmp_path / "home")], catch_exceptions=False)
+    assert result.exit_code == 4, result.output
+    assert "waits for its child run" in result.output and "g~ask" not in result.output
+    assert "~ask (node guard), which paused" in result.output
