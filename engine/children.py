@@ -356,6 +356,18 @@ def waiting_text(w: dict[str, Any]) -> str:
     return f"child {w.get('run_id')} ({w.get('item') or w.get('node_id')}, flow {w.get('flow')})"
 
 
+def describe(record: ChildStarted | ChildOf | ChildEnded) -> str:
+    """One child record, as ``bide log`` shows it."""
+    match record:
+        case ChildStarted():
+            return (f"started {record.child} (flow {record.flow}) in {record.node}"
+                    + (f", key {record.key}" if record.key else ""))
+        case ChildOf():
+            return f"child of {record.parent} (its {record.node}), depth {record.depth}"
+    return f"{record.child} ended {record.status}" + (
+        f": {record.error}" if record.error else "")
+
+
 def family(reader: Reader, run_id: str) -> dict[str, Any]:
     """``bide show``'s links: the run's parent (or None) and its children with status."""
     mine = link(reader, run_id)

@@ -17,6 +17,9 @@ from ..formats import (
     ApprovalDecided,
     ApprovalRequested,
     Checkpoint,
+    ChildEnded,
+    ChildOf,
+    ChildStarted,
     CorruptRecord,
     IntentCompleted,
     IntentPrepared,
@@ -260,6 +263,8 @@ def describe(record: Record) -> str:  # noqa: C901 - one arm per record type
             return f"-> {record.status}" + (f": {why}" if why else "")
         case SignalSent() | SignalAwaited() | SignalConsumed():
             return signals.describe(record)
+        case ChildStarted() | ChildOf() | ChildEnded():
+            return children.describe(record)
         case LeaseAcquired():
             return f"token {record.token} to {record.owner}"
         case LeaseReleased():

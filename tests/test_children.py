@@ -254,6 +254,9 @@ def test_the_cli_shows_the_links_and_cancels_the_tree(tmp_path):
     rows = json.loads(cli("pending", "--json"))
     assert sorted((r["kind"], r["run_id"]) for r in rows) == [("approval", "s~only"),
                                                               ("child", "s")]
+    log = cli("log", "s")
+    assert "started s~only (flow asker) in spawn, key only" in log
+    assert "child of s (its spawn), depth 1" in cli("log", "s~only")
     cli("cancel", "s")
     assert {r["run_id"]: r["status"] for r in json.loads(cli("runs", "--json"))} == {
         "s": "CANCELLED", "s~only": "CANCELLED"}
