@@ -86,6 +86,9 @@ def guard(state, ctx):
     return {"ok": ctx.child("asker", {"n": 1}, key="ask")["ok"]}
 
 
+flows = [family, kid, asker, guardian]  # for bide watch --app child_app:flows
+
+
 def main(home: str, action: str, run_id: str) -> None:
     local = os.environ.get("CHILD_APP_LOCAL") if home.startswith("postgresql://") else None
     with bide.open(home, durability="fast", local=local) as engine:
@@ -104,4 +107,3 @@ def main(home: str, action: str, run_id: str) -> None:
 
 if __name__ == "__main__":
     main(*sys.argv[1:])
-flows = [family, kid, asker, guardian]  # for bide watch --app child_app:flows
