@@ -111,17 +111,6 @@ def started(reader: Reader, parent: str) -> list[ChildStarted]:
     return out
 
 
-def ended_told(reader: Reader, parent: str) -> dict[str, str]:
-    """child -> the status its ``ChildEnded`` in the parent's log said, latest last."""
-    out = {}
-    for seq, rtype in reader.run_entries(parent):
-        if rtype == ChildEnded.TYPE:
-            record = reader.record(seq)
-            assert isinstance(record, ChildEnded)
-            out[record.child] = record.status
-    return out
-
-
 def unfinished(reader: Reader, parent: str) -> list[RunHead]:
     """The heads of the run's children that have not ended."""
     heads = (reader.head(c.child) for c in started(reader, parent))
@@ -199,14 +188,16 @@ def _start(scope: StepScope, r: Reader, node: str, task: str, index: int, cid: s
 # -- a child ended: wake its parent -------------------------------------------------------
 def tell_parent(engine: Engine, run_id: str) -> str | None:
     """If run ``run_id`` is a child that has ended, record that in its parent's log
-    (once per status): the parent's watcher is woken. Returns the parent's id, if any."""
+    (unless the parent has finished): the parent's watcher is woken. Returns the
+    parent's id, if any."""
     def build(r: Reader) -> list[Record]:
         head = r.head(run_id)
         mine = link(r, run_id)
         if head is None or mine is None or head.status not in FINISHED:
             return []
-        if ended_told(r, mine.parent).get(run_id) == head.status:
-            return []
+        parent = r.head(mine.parent)
+        if parent is None or parent.status in FINISHED:
+            return []  # nobody to wake (a child ends once; a second wake-up is harmless)
         return [ChildEnded(run_id=mine.parent, child=run_id, status=head.status,
                            error=head.error, at=engine.clock())]
 
