@@ -213,6 +213,7 @@ def _show_text(d: dict[str, Any], now: float) -> str:
         f"{waiting.get('item') or waiting.get('node_id')}"  # a Send task: search[3]
         + (f": {waiting['question']}" if waiting.get("question") else "")
         + (f": {waiting['name']!r}" if waiting.get("name") else "")  # a signal
+        + (f": run {waiting['run_id']}" if waiting.get("type") == "child" else "")
         + (f" {due_text(waiting['until'], now)}" if waiting.get("until") else ""))
     pending = "\n".join(f"{node}: {text}" for node, text in d["pending_writes"].items())
     return fields([
@@ -226,11 +227,20 @@ def _show_text(d: dict[str, Any], now: float) -> str:
         ("lease", lease_text),
         ("error", first_line(d["error"], 80) or None),
         ("parent", f"{d['parent']} at version {d['parent_version']}" if d["parent"] else None),
+        *_family(d),
         ("policy", ", ".join(f"{k}={v}" for k, v in d["policy"].items())),
         ("created", ago(d["created_at"], now)),
         ("updated", ago(d["updated_at"], now)),
         ("records", f"{d['records']} ({size(d['bytes'])})"),
     ])
+
+
+def _family(d: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``bide show``'s lines for ctx.child links, only for a run that has them."""
+    kids = "\n".join(f"{c['run_id']} {c['status']} (flow {c['flow']}, node {c['node']})"
+                     for c in d.get("children", []))
+    return ([("child of", d["child_of"])] if d.get("child_of") else []) + (
+        [("children", kids)] if kids else [])
 
 
 @main.command()
@@ -985,6 +995,11 @@ def _outcome_text(doc: dict[str, Any]) -> str:
 
 def _how_to_decide(run_id: str, waiting: dict[str, Any]) -> str:
     """What the paused run waits for and the commands that decide and continue it."""
+    if waiting.get("type") == "child":  # the child paused itself (it runs in this worker)
+        return (f"{run_id} waits for its child run {waiting.get('run_id')} (node "
+                f"{waiting.get('node_id')}), which paused: `bide pending` lists what it waits "
+                f"for; then `bide resume {run_id} --app ...` runs the child on and the parent, "
+                "or let `bide watch` continue them")
     approval = waiting.get("approval_id", "?")
     how = f"answer with `bide answer {approval} VALUE_JSON`" if waiting.get("type") == "input" \
         else f"decide with `bide approve {approval}` (or --reject)"

@@ -27,7 +27,7 @@ from ..formats import (
 )
 from ..formats.errors import NotSerializable
 from ..formats.records import compact_digest, idempotency_key
-from . import faults, signals, timers, value_schema
+from . import children, faults, signals, timers, value_schema
 from .approvals import approval_id, decided, digest_of, question_digest, same_request
 from .errors import (
     ContextClosed,
@@ -71,6 +71,7 @@ class NodeContext:
         self._asks = 0
         self._sleeps = 0
         self._waits = 0
+        self._children = 0
         self._closed = False
 
     def close(self) -> None:
@@ -243,6 +244,37 @@ class NodeContext:
         index = self._waits
         self._waits += 1
         return signals.wait(self._scope, self.node, self.task_id, index, name, timeout, default)
+
+    # -- child runs --------------------------------------------------------
+    def child(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
+              key: str | None = None) -> dict[str, Any]:
+        """Run flow ``flow`` (registered on this engine) as a child run with ``input`` as
+        its state, and return its final state once it is DONE. The first call starts the
+        child and pauses this run (``WAITING_CHILD``) until it ends; a watcher runs it
+        (or, with none, ``engine.start``/``resume`` run it in the same worker).
+
+        The child's id is derived from this run and the call (the node's task and the
+        call's index among its ``child`` calls, or ``key``), so running the node again
+        never starts a second one.
+
+        Raises:
+            ChildFailed: the child ended FAILED or CANCELLED (the node may catch it).
+            UnknownFlow, InvalidChild: a flow this engine does not serve, a bad key or
+                input, or runs nested too deep; nothing is started.
+        """
+        self._check_open("child")
+        index = self._children
+        self._children += 1
+        return children.child(self._scope, self.node, self.task_id, index, flow, input, key)
+
+    async def achild(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
+                     key: str | None = None) -> dict[str, Any]:
+        """``child`` for async nodes: its store reads run off the event loop."""
+        self._check_open("child")
+        index = self._children
+        self._children += 1
+        return await off_loop(children.child, self._scope, self.node, self.task_id, index,
+                              flow, input, key)
 
     # -- tools -------------------------------------------------------------
     def tool(self, t: Tool[..., Any], /, *args: Any, **kwargs: Any) -> Any:

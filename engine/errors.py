@@ -35,6 +35,8 @@
     │   ├── RunNotResumable        e.g. DONE, CANCELLED, or leased elsewhere  (Conflict)
     │   ├── NotCancellable         the run already finished                   (Conflict)
     │   ├── SignalRefused          a signal to a finished run                 (Conflict)
+    │   ├── InvalidChild           ctx.child: a bad key or input, or children nested too deep
+    │   ├── ChildFailed            ctx.child: the child run FAILED or was CANCELLED
     │   ├── LangGraphThread        a bide-flow reader asked about a LangGraph thread (Conflict)
     │   ├── NotALangGraphThread    a LangGraph thread id already used by a bide run (Conflict)
     │   ├── FollowTimeout          follow's deadline passed before the run finished or paused
@@ -341,6 +343,26 @@ class SignalRefused(RunError, Conflict):
         super().__init__(f"signal {name!r} to run {run_id!r} refused: {why}")
 
 
+class InvalidChild(RunError, ValueError):
+    """``ctx.child`` cannot start that child: a bad key or input, or runs nested deeper
+    than the limit (a flow that starts itself for ever); the message says which."""
+
+    def __init__(self, run_id: str, why: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id!r} cannot start a child run: {why}")
+
+
+class ChildFailed(RunError):
+    """Raised by ``ctx.child`` in the parent's node: the child run ended FAILED or
+    CANCELLED. ``child`` is its run id, ``status`` its status, ``error`` why (if known).
+    The node may catch it; uncaught, the parent fails with this message."""
+
+    def __init__(self, run_id: str, child: str, status: str, error: str | None) -> None:
+        self.run_id, self.child, self.status, self.error = run_id, child, status, error
+        super().__init__(f"child run {child!r} of run {run_id!r} ended {status}"
+                         + (f": {error}" if error else ""))
+
+
 class UnknownKey(RunError, NotFound):
     """The state has no such key at that version."""
 
@@ -534,6 +556,7 @@ __all__ = [
     "ApprovalError",
     "ApprovalKeyError",
     "BideError",
+    "ChildFailed",
     "CompactFailed",
     "Conflict",
     "ContextClosed",
@@ -547,6 +570,7 @@ __all__ = [
     "FlowMismatch",
     "FollowTimeout",
     "InvalidAnswer",
+    "InvalidChild",
     "InvalidSchedule",
     "InvalidTimer",
     "LangGraphThread",

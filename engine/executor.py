@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +70,7 @@ class Execution:
         self.token, self.owner, self.policy, self.clock = token, owner, policy, clock
         self.lease_ttl = lease_ttl
         self.stopping: threading.Event | None = None
+        self.flows: Mapping[str, Flow] = {flow.name: flow}  # the engine's: ctx.child's flows
         self.fingerprint = flow.fingerprint()
         c = cursor
         self.version, self.superstep, self.state = c.version, c.superstep, c.state
@@ -151,7 +152,7 @@ class Execution:
         return StepScope(store=self.store, flow=self.flow, policy=self.policy,
                          run_id=self.run_id, token=self.token, superstep=self.superstep,
                          version=self.version, state=self.state, clock=self.clock,
-                         held=self.held)
+                         held=self.held, flows=self.flows)
 
     def _tasks(self) -> list[Task]:
         tasks = plan_tasks(self.superstep, self.next, self.sends)

@@ -17,6 +17,9 @@ from ..formats import (
     ApprovalDecided,
     ApprovalRequested,
     Checkpoint,
+    ChildEnded,
+    ChildOf,
+    ChildStarted,
     CorruptRecord,
     IntentCompleted,
     IntentPrepared,
@@ -31,7 +34,7 @@ from ..formats import (
     SignalSent,
     StatusChanged,
 )
-from . import signals
+from . import children, signals
 from .errors import LangGraphThread, UnknownRun
 from .errors import UnknownKey as UnknownKey  # its old home: `inspect.UnknownKey` keeps working
 from .errors import UnknownVersion as UnknownVersion  # its old home, still imported from here
@@ -106,6 +109,8 @@ def waiting_text(head: RunHead, live: bool, now: float) -> str:
 
     if w.get("type") == Waiting.SIGNAL:
         return signals.waiting_text(w)
+    if w.get("type") == Waiting.CHILD:
+        return children.waiting_text(w)
     if head.status == Status.RUNNING and not live:
         return "orphaned: no live lease"
     if head.status == Status.PENDING:
@@ -144,6 +149,7 @@ def show(engine: Engine, run_id: str, *, now: float | None = None) -> dict[str, 
         head = head_of(r, run_id)
         lease = lease_of(r, head, now)
         pending = {} if head.flow == LANGGRAPH_FLOW else pending_writes(r, head)
+        kin = children.family(r, head.run_id)
     return {
         "run_id": head.run_id,
         "state_version": head.state_version,
@@ -162,6 +168,8 @@ def show(engine: Engine, run_id: str, *, now: float | None = None) -> dict[str, 
         "attempts": head.attempts,
         "parent": head.parent,
         "parent_version": head.parent_version,
+        "child_of": kin["parent"],  # the run that started it with ctx.child (not a fork's)
+        "children": kin["children"],  # the runs it started with ctx.child, with status
         "created_at": head.created_at,
         "updated_at": head.updated_at,
         "records": head.records,
@@ -255,6 +263,8 @@ def describe(record: Record) -> str:  # noqa: C901 - one arm per record type
             return f"-> {record.status}" + (f": {why}" if why else "")
         case SignalSent() | SignalAwaited() | SignalConsumed():
             return signals.describe(record)
+        case ChildStarted() | ChildOf() | ChildEnded():
+            return children.describe(record)
         case LeaseAcquired():
             return f"token {record.token} to {record.owner}"
         case LeaseReleased():

@@ -11,6 +11,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from ..formats import Checkpoint, LeaseAcquired, LeaseReleased, Record, RunCreated, StatusChanged
+from . import children
 from .errors import NotCancellable, RunExists
 from .inspect import head_of, version_seq
 from .planned import sends_of
@@ -61,7 +62,8 @@ def cancel(engine: Engine, run_id: str, reason: str | None = None, *,
             ]
         records.append(StatusChanged(run_id=run_id, status=Status.CANCELLED,
                                      reason=reason or "cancelled", at=at))
-        return records
+        # its child runs (and theirs) in the same transaction: no crash leaves them running
+        return records + children.cascade(r, run_id, at=at, owner=f"bide-cancel:{engine.owner}")
 
     try:
         engine.store.commit(build)

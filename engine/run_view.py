@@ -15,7 +15,7 @@ import socket
 from dataclasses import dataclass
 
 from ..formats import Checkpoint, PendingWrite, pack_value
-from . import faults, signals, timers
+from . import children, faults, signals, timers
 from .errors import StaleLease, UnknownVersion
 from .index import ApprovalState, RunHead, Tables
 from .store import LEASES, Reader
@@ -107,6 +107,8 @@ class RunView:
             return True
         if head.status == Status.WAITING_SIGNAL:
             return signals.ready(self.reader, head, now)
+        if head.status == Status.WAITING_CHILD:
+            return children.ready(self.reader, head)
         if head.status in WAITING:
             return self.awaited_approval() is not None and self.wait_settled(now)
         if head.status == Status.SLEEPING:

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..formats import Checkpoint, Record, RunCreated
+from .flow import Flow
 from .index import RunHead
 from .vocabulary import Status
 
@@ -20,6 +22,19 @@ def check_run_id(run_id: Any) -> str:
     if any(c in run_id for c in "\x00/\\") or not run_id.isprintable():
         raise ValueError(f"run_id {run_id!r} may not contain '/', '\\', NUL or control chars")
     return run_id
+
+
+def run_records(flow: Flow, run_id: str, state: dict[str, Any], policy: dict[str, Any],
+                status: str, now: float) -> list[Record]:
+    """What a new run's first commit holds: its creation and its first checkpoint (a
+    lease is added by whoever runs it at once)."""
+    return [
+        RunCreated(run_id=run_id, flow=flow.name, fingerprint=flow.fingerprint(), input=state,
+                   policy=policy, status=status, at=now),
+        Checkpoint(run_id=run_id, version=0, superstep=0, status=status, full=True,
+                   state=state, next=flow.start_nodes(), flow=flow.name,
+                   fingerprint=flow.fingerprint(), at=now),
+    ]
 
 
 class Run:

@@ -15,12 +15,11 @@ from ..formats import (
     Checkpoint,
     LeaseAcquired,
     PendingWrite,
-    RunCreated,
     StatusChanged,
     check_serializable,
 )
 from ..formats.errors import NotSerializable
-from . import attention, faults, pg_home, schedules, signals, signing, timers
+from . import attention, children, faults, pg_home, schedules, signals, signing, timers
 from .approvals import Doors, check_decision, decided, undecided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
@@ -45,7 +44,7 @@ from .planned import holder, next_of, sends_of
 from .policy import Policy
 from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
 from .run_view import RunView, ended
-from .runs import CheckpointInfo, Run, check_run_id
+from .runs import CheckpointInfo, Run, check_run_id, run_records
 from .schedules import Schedule
 from .state import materialize
 from .store import Check, Reader, Store
@@ -96,6 +95,8 @@ class Engine(Surface):
         # runs whose own problem stopped ``recover``: why, and the head it was recorded on
         self.blocked: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self.stopping = threading.Event()
+        # with no watcher, start/resume run a parent's child runs in the caller's worker
+        self.inline_children = True
 
     def _require_signing(self, create: bool) -> None:
         """A key given to a writing open marks the home: every process then requires it."""
@@ -175,13 +176,7 @@ class Engine(Surface):
             except NotSerializable as exc:
                 raise StateNotSerializable.of("(input)", key, exc) from None
         now = self.clock()
-        records: list[Any] = [
-            RunCreated(run_id=run_id, flow=flow.name, fingerprint=flow.fingerprint(), input=state,
-                       policy=policy.to_dict(), status=status, at=now),
-            Checkpoint(run_id=run_id, version=0, superstep=0, status=status, full=True,
-                       state=state, next=flow.start_nodes(), flow=flow.name,
-                       fingerprint=flow.fingerprint(), at=now),
-        ]
+        records: list[Any] = run_records(flow, run_id, state, policy.to_dict(), status, now)
         if status == Status.RUNNING:
             records.append(LeaseAcquired(run_id=run_id, owner=self.owner, token=1,
                                          expires_at=now + self.lease_ttl, at=now))
@@ -199,12 +194,16 @@ class Engine(Surface):
     def resume(self, run_id: str) -> Run:
         """Continue a run from its latest checkpoint (after a crash, a pause or a failure)."""
         taken = self._take(run_id)
-        return taken if isinstance(taken, Run) else self._advance(run_id, taken)
+        if isinstance(taken, Run):  # waiting: for child runs, this worker may run them
+            return children.carry_on(self, taken)
+        return self._advance(run_id, taken)
 
     async def aresume(self, run_id: str) -> Run:
         """``resume`` for async code: async nodes run on the caller's event loop."""
         taken = await off_loop(self._take, run_id)
-        return taken if isinstance(taken, Run) else await self._aadvance(run_id, taken)
+        if isinstance(taken, Run):  # waiting: for child runs, this worker may run them
+            return await children.acarry_on(self, taken)
+        return await self._aadvance(run_id, taken)
 
     def _take(self, run_id: str) -> Run | int:
         """Lease the run to resume it (its token), or the run if it waits on a decision."""
@@ -308,6 +307,8 @@ class Engine(Surface):
         with self.store.reader() as r:
             if head.status == Status.WAITING_SIGNAL:
                 return signals.ready(r, head, self.clock())
+            if head.status == Status.WAITING_CHILD:
+                return children.ready(r, head)
             return RunView(r, head).wait_settled(self.clock())
 
     def _acquire(self, run_id: str) -> int:
@@ -348,12 +349,12 @@ class Engine(Surface):
 
     def _advance(self, run_id: str, token: int) -> Run:
         self._execution(run_id, token).run()
-        return self.get(run_id)
+        return children.carry_on(self, self.get(run_id))
 
     async def _aadvance(self, run_id: str, token: int) -> Run:
         ex = await off_loop(self._execution, run_id, token)
         await ex.arun()
-        return await off_loop(self.get, run_id)
+        return await children.acarry_on(self, await off_loop(self.get, run_id))
 
     def _execution(self, run_id: str, token: int) -> Execution:
         head = self._head(run_id)
@@ -362,6 +363,7 @@ class Engine(Surface):
                        owner=self.owner, policy=Policy.from_dict(head.policy),
                        cursor=self._cursor(head), clock=self.clock, lease_ttl=self.lease_ttl)
         ex.stopping = self.stopping
+        ex.flows = self.flows
         return ex
 
     def _cursor(self, head: RunHead) -> Cursor:
@@ -538,6 +540,7 @@ class Engine(Surface):
             rows = [pending_row(a) for a in r.approvals() if a.decision is None
                     and not (a.kind == Waiting.TIMER and timers.run_ended(r, a.run_id))]
             rows += signals.pending_rows(r, attention.run_ids(r))
+            rows += children.pending_rows(r, attention.run_ids(r))
         return sorted(rows, key=lambda a: a["requested_at"])
 
     # -- reading ---------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..formats import Record
@@ -34,6 +34,7 @@ class StepScope:
     state: Mapping[str, Any]
     clock: Callable[[], float]
     held: HeldOutcomes | None = None  # the run's tool outcomes waiting to ride a commit
+    flows: Mapping[str, Flow] = field(default_factory=dict)  # what ctx.child may start
 
     def commit(self, records: Sequence[Record], *, task: str | None = None) -> list[int]:
         """Commit ``records`` unless another worker has taken the run's lease since.

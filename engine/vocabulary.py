@@ -29,6 +29,7 @@ class Status(_Word):
     WAITING_INPUT = "WAITING_INPUT"  # ``ctx.ask``: a person's answer (a value)
     SLEEPING = "SLEEPING"  # ``ctx.sleep``: a durable timer; a watcher resumes it when due
     WAITING_SIGNAL = "WAITING_SIGNAL"  # ``ctx.wait_for``: a signal (engine/signals.py)
+    WAITING_CHILD = "WAITING_CHILD"  # ``ctx.child``: child runs to end (engine/children.py)
     NEEDS_RECONCILIATION = "NEEDS_RECONCILIATION"
     INTERRUPTED = "INTERRUPTED"
     DONE = "DONE"
@@ -62,7 +63,7 @@ class Status(_Word):
 
 FINISHED = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
 WAITING = frozenset({Status.WAITING_APPROVAL, Status.WAITING_INPUT, Status.WAITING_SIGNAL,
-                     Status.NEEDS_RECONCILIATION})
+                     Status.WAITING_CHILD, Status.NEEDS_RECONCILIATION})
 
 
 class IntentStatus(_Word):
@@ -104,18 +105,29 @@ class Waiting(_Word):
     RECONCILIATION = "reconciliation"
     TIMER = "timer"  # ``ctx.sleep``: its request's payload holds the due time
     SIGNAL = "signal"  # ``ctx.wait_for``: no request; the run's signal queue
+    CHILD = "child"  # ``ctx.child``: no request; the child runs' heads
 
 
 def pause_status(kinds: set[str]) -> Status:
     """The status of a run paused by waits of these kinds, the most pressing one: a tool
-    call in doubt, then an approval, a question, a signal, a timer (``bide pending``
-    lists them all; a timer never holds the place of a wait for something from outside)."""
+    call in doubt, then an approval, a question, a signal, a child run, a timer (``bide
+    pending`` lists them all; a timer never holds the place of a wait for something from
+    outside).
+
+    A child run ranks below what only someone outside can give (a decision, an answer,
+    a signal: the status tells an operator what to do) and above a timer: a child ends
+    by itself, like a timer, but at no time known in advance, and its end is a commit
+    that wakes the parent; a timer's due time is known, so waking for it alone would
+    only pause the run again while its children still run."""
     if Waiting.RECONCILIATION in kinds:
         return Status.NEEDS_RECONCILIATION
-    if not kinds or kinds - {Waiting.INPUT.value, Waiting.SIGNAL.value, Waiting.TIMER.value}:
+    if not kinds or kinds - {Waiting.INPUT.value, Waiting.SIGNAL.value, Waiting.CHILD.value,
+                             Waiting.TIMER.value}:
         return Status.WAITING_APPROVAL
     if Waiting.INPUT in kinds:
         return Status.WAITING_INPUT
     if Waiting.SIGNAL in kinds:
         return Status.WAITING_SIGNAL
+    if Waiting.CHILD in kinds:
+        return Status.WAITING_CHILD
     return Status.SLEEPING

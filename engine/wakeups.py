@@ -6,7 +6,7 @@ should act on at once, and only then:
 
 - submitted or let go: PENDING or INTERRUPTED (a run a stopping or blocked
   worker released, which another worker may take);
-- a decision (or a signal) recorded for a run that waits for one;
+- a decision (or a signal, or a child's end) recorded for a run that waits for one;
 - a run that began to wait for a signal with a timeout (the waker's timer needs it);
 - RUNNING with nobody's lease (released without finishing).
 
@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 from ..formats import (
     ApprovalDecided,
+    ChildEnded,
     LeaseReleased,
     Record,
     RunCreated,
@@ -39,7 +40,7 @@ from .index import RUNS, RunHead, Tables, load
 from .vocabulary import WAITING, Status
 
 # the records that can leave a run needing a watcher; any other commit announces nothing
-_MOVES = (RunCreated, StatusChanged, LeaseReleased, ApprovalDecided, SignalSent)
+_MOVES = (RunCreated, StatusChanged, LeaseReleased, ApprovalDecided, SignalSent, ChildEnded)
 
 
 def announced(tables: Tables, batch: Sequence[Record]) -> list[str]:
@@ -49,7 +50,7 @@ def announced(tables: Tables, batch: Sequence[Record]) -> list[str]:
         tables: the commit's transaction, read after its records were folded in.
         batch: the records the commit wrote.
     """
-    decided = {r.run_id for r in batch if isinstance(r, ApprovalDecided | SignalSent)}
+    decided = {r.run_id for r in batch if isinstance(r, ApprovalDecided | SignalSent | ChildEnded)}
     blocked = {r.run_id for r in batch if isinstance(r, StatusChanged) and r.reason == BLOCKED}
     moved = dict.fromkeys(r.run_id for r in batch if isinstance(r, _MOVES))
     out = []

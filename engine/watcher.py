@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import signing
+from . import children, signing
 from .approvals import write_missing_requests
 from .dispatch import Dispatcher
 from .inbox import FileResult, Inbox
@@ -189,6 +189,8 @@ class Watcher:
         if isinstance(outcome, Run):
             self._log_run(outcome)
             self._pass_by(outcome)
+            for kin in children.to_offer(self.engine, outcome):  # no rescan: offered now
+                self.dispatcher.offer(kin.run_id, kin.flow)
         else:
             self._log_entry(outcome)
 
@@ -209,6 +211,7 @@ class Watcher:
         return asyncio.run_coroutine_threadsafe(self.engine.aresume(run_id), self._loop).result()
 
     def _start(self) -> None:
+        self.engine.inline_children = False  # the workers run child runs, side by side
         loop = asyncio.new_event_loop()
         self._loop = loop
         self._loop_thread = threading.Thread(target=loop.run_forever, name="bide-watch-loop",

@@ -1,5 +1,6 @@
 """Versioned record formats: the bytes bide keeps, and how old bytes are read."""
 
+from .child_records import ChildEnded, ChildOf, ChildStarted
 from .codec import (
     check_serializable,
     decode,
@@ -45,6 +46,9 @@ __all__ = [
     "ApprovalRequested",
     "BideError",
     "Checkpoint",
+    "ChildEnded",
+    "ChildOf",
+    "ChildStarted",
     "CorruptIndex",
     "CorruptRecord",
     "IntentCompleted",

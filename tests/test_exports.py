@@ -17,7 +17,7 @@ def test_all_is_sorted_and_complete():
 
 def test_status_values_equal_names():
     names = ["PENDING", "RUNNING", "WAITING_APPROVAL", "WAITING_INPUT", "SLEEPING",
-             "WAITING_SIGNAL",
+             "WAITING_SIGNAL", "WAITING_CHILD",
              "NEEDS_RECONCILIATION",
              "INTERRUPTED", "DONE", "FAILED", "CANCELLED"]
     assert [s.value for s in bide.Status] == names
@@ -146,3 +146,14 @@ def test_schedule_names_are_public():
     assert callable(bide.Engine.schedule) and callable(bide.Engine.unschedule)
     assert {"name", "flow", "spec", "input", "catch_up", "next_due", "last_slot"} <= set(
         bide.Schedule.__dataclass_fields__)
+
+
+def test_child_run_names_are_public_in_their_branch_of_the_tree():
+    from bide.engine import errors
+
+    for name in ("ChildFailed", "InvalidChild"):
+        assert name in bide.__all__ and issubclass(getattr(bide, name), bide.RunError)
+        assert name in errors.__doc__  # drawn in the tree
+    assert issubclass(bide.InvalidChild, ValueError)
+    assert bide.Status.WAITING_CHILD in bide.Status
+    assert callable(bide.engine.context.NodeContext.child)

@@ -8,8 +8,9 @@ intent protocol and of a held tool outcome (``test_intents_crash``,
 ``test_held_crash``), a takeover dying again, a pause, the inbox (``bide watch
 --once``) and ``bide prune``; a durable timer's boundaries in ``test_timers_crash``
 (its ``world`` is LMDB and PostgreSQL); signals in ``test_signals_crash`` (on PostgreSQL
-too); schedules in ``test_schedules_crash`` (both stores). ``ALL_POINTS`` below checks
-that nothing is left out.
+too); schedules in ``test_schedules_crash`` (both stores); child runs in
+``test_children_crash`` (on PostgreSQL too). ``ALL_POINTS`` below checks that nothing is
+left out.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from bide.engine import maintenance
 from bide.engine.faults import FAULT_POINTS
 from bide.engine.inbox import drop_decision
 from conftest import APPS, count_lines, run_app
+from test_children_crash import CHILD_POINTS  # its tests kill at them on PostgreSQL too
 from test_crash_resume import EXPECTED_TRAIL, FAULTS, HELD, HELD_FAULTS, crash_then_resume
 from test_schedules_crash import SCHEDULE_POINTS  # its tests kill at them on PostgreSQL too
 from test_send_crash import check_world, crash_and_resume
@@ -52,7 +54,8 @@ HELD_PG = [f for f in HELD_FAULTS if f in ("sibling_output_held:1", "sibling_out
 ALL_POINTS = ({f.split(":")[0] for f in FAULTS + HELD_PG} | set(INTENT_POINTS)
               | {p for p, _ in HELD_OUTCOME} | {"after_lease_acquired"} | set(PAUSE_POINTS)
               | set(INBOX_POINTS) | {"during_prune"} | {f.split(":")[0] for f in MAP_FAULTS}
-              | set(TIMER_POINTS) | set(SIGNAL_POINTS) | set(SCHEDULE_POINTS))
+              | set(TIMER_POINTS) | set(SIGNAL_POINTS) | set(SCHEDULE_POINTS)
+              | set(CHILD_POINTS))
 
 
 def quick_or_slow(faults: list[str]) -> list:

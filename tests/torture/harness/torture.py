@@ -397,7 +397,7 @@ class Plan:
     seed: int = 0
     jobs: int = 2
     workloads: tuple[str, ...] = ("chain", "fanout", "tools", "approval", "grow", "maintain",
-                                  "map", "timer", "signal", "schedule")
+                                  "map", "timer", "signal", "schedule", "child")
 
     @classmethod
     def nightly(cls, seed: int = 0) -> Plan:

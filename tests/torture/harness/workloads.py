@@ -28,7 +28,7 @@ from bide.formats import PendingWrite
 
 RUN_ID = "r1"
 WORKLOADS = ("chain", "fanout", "tools", "approval", "grow", "maintain", "map", "timer",
-             "signal", "schedule")
+             "signal", "schedule", "child")
 RESULTS: dict[str, Any] = {
     "send_email": "sent to ops@example.com",
     "create_ticket": {"ticket": "T-1"},
@@ -178,6 +178,17 @@ def build_flow(workload: str, world: World) -> bide.Flow:
     elif workload == "schedule":  # a run a schedule started: one slot, then unscheduled
         node("tick", lambda s, c: {"charged": c.tool(tools["charge"], "tick")}, start=True)
         node("after", after=("tick",))
+    elif workload == "child":  # the run starts two child runs of its own flow, one by one
+        def spawn(state: Any, ctx: Any) -> Any:
+            if state.get("depth"):  # a child: a reconciled call and an idempotent one
+                k = state["k"]
+                return {"shipped": ctx.tool(tools["ship"], f"kid{k}"),
+                        "told": ctx.tool(tools["notify"], f"kid{k}")}
+            return {"kids": [ctx.child(flow.name, {"depth": 1, "k": k}, key=f"k{k}")["shipped"]
+                             for k in (0, 1)]}
+
+        node("spawn", spawn, start=True)
+        node("after", after=("spawn",))
     elif workload == "long":
         def step(state: Any, ctx: Any) -> Any:
             i = state.get("i", 0)
