@@ -73,6 +73,7 @@ from .engine.flow import END, Flow, append, merge
 from .engine.maintenance import DoctorReport, PruneReport
 from .engine.memory_store import MemoryStore
 from .engine.policy import Policy
+from .engine.readiness import Readiness
 from .engine.recovery import RecoveredRun, RecoverReport
 from .engine.runs import CheckpointInfo, Run
 from .engine.runtime import Engine, check_run_id, open
@@ -81,6 +82,7 @@ from .engine.store import Store, WriteEvent
 from .engine.surface import read_approval_key
 from .engine.tools import Outcome, Tool, tool
 from .engine.vocabulary import Decision, IntentStatus, Status
+from .engine.watch_log import WatchLog
 from .engine.watcher import Watcher
 
 # ``bide.langgraph`` with no module at the fixed top level: the subpackage is cheap to
@@ -136,6 +138,7 @@ __all__ = [
     "QuestionExpired",
     "QuestionRejected",
     "ReadOnlyHome",
+    "Readiness",
     "ReconciliationAborted",
     "RecordError",
     "RecoverReport",
@@ -166,6 +169,7 @@ __all__ = [
     "UnknownRun",
     "UnknownStatus",
     "UnknownVersion",
+    "WatchLog",
     "Watcher",
     "WriteEvent",
     "append",

@@ -39,11 +39,13 @@ from . import (
     Flow,
     IntentStatus,
     NotFound,
+    Readiness,
     RunExists,
     Status,
     UnknownKey,
     UnknownStatus,
     Watcher,
+    WatchLog,
     check_run_id,
     copy_home,
     read_approval_key,
@@ -983,16 +985,24 @@ def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 @click.option("--requests", type=click.Path(file_okay=False, path_type=Path),
               help="Write request files to this directory  [default: HOME/requests; with a "
                    "postgresql:// home, none]")
+@click.option("--log-json", is_flag=True, help="Log one JSON object per line (ts, event, "
+              "run_id, flow, status, reason...).")
+@click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write this file once serving (removed when stopping); with "
+                   "$NOTIFY_SOCKET set, systemd is told READY=1 and STOPPING=1 too.")
 def watch(home: Path, apps: tuple[str, ...], once: bool, poll: bool, max_orphan_age: str,
           max_attempts: int, lease_ttl: float, approval_key_file: Path | None,
           durability: str, workers: int, limits: dict[str, int], inbox: Path | None,
-          requests: Path | None, rescan: float | None = None) -> None:
+          requests: Path | None, rescan: float | None = None, log_json: bool = False,
+          ready_file: Path | None = None) -> None:
     """Take decisions from the inbox and resume runs under leases until stopped.
 
     The inbox is served on its own loop while up to --workers runs execute, so a
     decision for an idle run is acted on while other runs' nodes are busy. With a
     postgresql:// home, each host's watcher serves its own inbox directory; `bide
-    approve` records decisions in the database without one.
+    approve` records decisions in the database without one. It logs a line per
+    run started, resumed, paused, finished, failed, fenced off or skipped; a second
+    Ctrl-C exits at once (runs in progress are then recovered as orphans).
     """
     key = read_approval_key(approval_key_file) if approval_key_file else None
     with open_home(home, durability=durability, lease_ttl=lease_ttl, approval_key=key,
@@ -1001,8 +1011,8 @@ def watch(home: Path, apps: tuple[str, ...], once: bool, poll: bool, max_orphan_
             eng.register(*load_flows(spec))
         watcher = Watcher(eng, poll=poll, max_orphan_age=_age_option(max_orphan_age) or 86400,
                           max_attempts=max_attempts, workers=workers, limits=limits,
-                          rescan=rescan,
-                          log=lambda line: click.echo(f"{time.strftime('%H:%M:%S')} {line}"))
+                          rescan=rescan, events=WatchLog(click.echo, as_json=log_json),
+                          readiness=Readiness(ready_file))
         if once:
             watcher.once()
         else:
