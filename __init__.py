@@ -16,6 +16,7 @@ from .engine.errors import (
     ApprovalKeyError,
     BideError,
     CompactFailed,
+    ConfigError,
     Conflict,
     ContextClosed,
     CopyRefused,
@@ -70,6 +71,7 @@ from .engine.errors import (
 )
 from .engine.events import Event
 from .engine.flow import END, Flow, append, merge
+from .engine.home_config import HomeConfig
 from .engine.maintenance import DoctorReport, PruneReport
 from .engine.memory_store import MemoryStore
 from .engine.policy import Policy
@@ -98,6 +100,7 @@ __all__ = [
     "CheckpointInfo",
     "CompactFailed",
     "CompactReport",
+    "ConfigError",
     "Conflict",
     "ContextClosed",
     "CopyRefused",
@@ -116,6 +119,7 @@ __all__ = [
     "FlowError",
     "FlowMismatch",
     "FollowTimeout",
+    "HomeConfig",
     "IntentStatus",
     "InvalidAnswer",
     "InvalidTimer",

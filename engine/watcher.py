@@ -41,7 +41,7 @@ from . import signing
 from .approvals import write_missing_requests
 from .dispatch import Dispatcher
 from .errors import StaleLease
-from .inbox import FileResult, Inbox
+from .inbox import MAX_BYTES, FileResult, Inbox
 from .inbox_events import InboxEvents
 from .index import RunHead
 from .readiness import Readiness
@@ -72,7 +72,7 @@ class Watcher:
                  max_orphan_age: float = 86400.0, max_attempts: int = 5,
                  rescan: float | None = None, grace: float = 30.0,
                  log: Callable[[str], None] = print, events: WatchLog | None = None,
-                 readiness: Readiness | None = None) -> None:
+                 readiness: Readiness | None = None, inbox_max_bytes: int = MAX_BYTES) -> None:
         self.events = events or WatchLog(log, stamp=False)
         self.readiness = readiness or Readiness()
         log = self.events.note
@@ -86,7 +86,7 @@ class Watcher:
         self.engine, self.poll, self.rescan, self.log = engine, poll, rescan, log
         self.max_orphan_age, self.max_attempts, self.grace = max_orphan_age, max_attempts, grace
         self.dispatcher = Dispatcher(self._advance, workers=workers, limits=limits, log=log)
-        self.inbox = Inbox(engine, on_recorded=self._offer_decided)
+        self.inbox = Inbox(engine, on_recorded=self._offer_decided, max_bytes=inbox_max_bytes)
         self.stop = engine.stopping
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
