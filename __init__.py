@@ -72,6 +72,7 @@ from .engine.errors import (
 from .engine.events import Event
 from .engine.flow import END, Flow, append, merge
 from .engine.home_config import HomeConfig
+from .engine.home_files import HomeFiles
 from .engine.maintenance import DoctorReport, PruneReport
 from .engine.memory_store import MemoryStore
 from .engine.policy import Policy
@@ -120,6 +121,7 @@ __all__ = [
     "FlowMismatch",
     "FollowTimeout",
     "HomeConfig",
+    "HomeFiles",
     "IntentStatus",
     "InvalidAnswer",
     "InvalidTimer",

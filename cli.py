@@ -15,6 +15,7 @@ besides the entries of the demo, bench and torture tools (tests/test_surface.py 
 
 from __future__ import annotations
 
+import datetime
 import errno
 import importlib
 import os
@@ -39,6 +40,7 @@ from . import (
     Event,
     Flow,
     HomeConfig,
+    HomeFiles,
     IntentStatus,
     NotFound,
     Readiness,
@@ -499,8 +501,12 @@ def fork(home: Path, as_json: bool, run_id: str, version: int, new_id: str | Non
 @common_options
 @click.option("--rebuild", is_flag=True, help="Rewrite the indexes from the log first.")
 def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
-    """Check every record's checksum and that the indexes match the log. Exit 1 on a problem."""
-    report = _engine(home).doctor(rebuild=rebuild)
+    """Check every record's checksum and that the indexes match the log. Exit 1 on a problem.
+
+    Also lists orphaned runs (RUNNING, no live worker) and rejected inbox files.
+    """
+    engine = _engine(home)
+    report = engine.doctor(rebuild=rebuild)
 
     def human() -> str:
         head = "rebuilt the indexes from the log; " if rebuild else ""
@@ -513,10 +519,35 @@ def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
                       [[p.kind, p.table, p.key, p.detail] for p in report.problems])
                 + f"\n{len(report.problems)} problem(s) in {report.records} records{hint}")
 
-    _out(as_json, report.to_dict(), lambda: "\n".join(
-        [human(), *(f"warning: {w}" for w in report.warnings)]))
+    files = HomeFiles(engine)
+    orphans, refused = files.orphans(), files.rejected()
+    notes = ([f"orphaned: {plural(len(orphans), 'RUNNING run')} with no live worker "
+              f"({clip(', '.join(orphans), 200)}): `bide watch` or `bide recover` resumes "
+              "them"] if orphans else []) + \
+        ([f"inbox: {plural(len(refused), 'rejected file')} (`bide inbox` lists them with "
+          "their reasons)"] if refused else [])
+    _out(as_json, {**report.to_dict(), "orphaned_runs": orphans,
+                   "rejected_files": [r.name for r in refused]},
+         lambda: "\n".join([human(), *notes, *(f"warning: {w}" for w in report.warnings)]))
     if not report.ok:
         raise click.exceptions.Exit(EXIT_BAD_STATE)
+
+
+@main.command()
+@common_options
+def inbox(home: Path, as_json: bool) -> None:
+    """List the decision files the inbox rejected, with why, oldest first."""
+    refused = HomeFiles(_engine(home)).rejected()
+    now = time.time()
+    _out(as_json, [{**r.to_dict(), "at": _iso(r.at)} for r in refused],
+         lambda: table(["FILE", "WHEN", "REASON~"],
+                       [[r.name, ago(r.at, now) if r.at else "-", r.reason or "-"]
+                        for r in refused]) if refused else "no rejected files")
+
+
+def _iso(at: float | None) -> str | None:
+    return None if at is None else \
+        datetime.datetime.fromtimestamp(at, datetime.timezone.utc).isoformat()
 
 
 @main.command()
@@ -571,26 +602,48 @@ def _copy_text(r: CopyReport) -> str:
               help="Checkpoints to keep per run, with what they are read from.")
 @click.option("--finished-older-than", "older", metavar="AGE",
               help="Remove DONE/FAILED/CANCELLED runs idle for longer than AGE (e.g. 30d) whole.")
+@click.option("--files-older-than", "files_older", metavar="AGE",
+              help="Also remove files older than AGE (e.g. 30d): request files of decided "
+                   "or finished runs, inbox/processed and inbox/rejected; never a request "
+                   "that still waits.")
 @click.option("--dry-run", is_flag=True, help="Only report what would be removed.")
-def prune(home: Path, as_json: bool, keep: int, older: str | None, dry_run: bool) -> None:
+def prune(home: Path, as_json: bool, keep: int, older: str | None, dry_run: bool,
+          files_older: str | None = None) -> None:
     """Remove old checkpoints and old finished runs; never what a run needs to resume."""
     age = _age_option(older)
-    report = _engine(home).prune(keep=keep, finished_older_than=age, dry_run=dry_run)
+    engine = _engine(home)
+    report = engine.prune(keep=keep, finished_older_than=age, dry_run=dry_run)
+    if files_older is not None:
+        files = HomeFiles(engine).prune(_age_option(files_older), dry_run=dry_run)
+        _out(as_json, {**report.to_dict(), "files": files.to_dict()},
+             lambda: _prune_text(report, dry_run) + "\n" + _files_text(files, dry_run))
+        return
+    _out(as_json, report.to_dict(), lambda: _prune_text(report, dry_run))
 
-    def human() -> str:
-        verb = "would remove" if dry_run else "removed"
-        text = (f"{verb} {plural(report.records, 'record')} ({size(report.bytes)}) from "
-                f"{plural(len(report.runs_trimmed), 'run')}; kept {report.kept}")
-        if report.runs_removed:
-            text += f"\n{verb} {plural(len(report.runs_removed), 'finished run')} whole: " + \
-                clip(", ".join(report.runs_removed), 200)
-        if report.removed:
-            text += "\n" + table(["TYPE", "RECORDS>"], sorted(report.removed.items()))
-        if report.records and not dry_run:
-            text += "\nthe file keeps its size (LMDB reuses the pages); `bide compact` shrinks it"
-        return text
 
-    _out(as_json, report.to_dict(), human)
+def _files_text(files: Any, dry_run: bool) -> str:
+    verb = "would remove" if dry_run else "removed"
+    text = f"{verb} {plural(len(files.removed), 'file')} ({size(files.bytes)})"
+    if files.waiting:
+        text += f"; kept {plural(len(files.waiting), 'request file')} still waiting"
+    if files.unknown:
+        text += (f"; left {plural(len(files.unknown), 'request file')} the store does not "
+                 "know: " + clip(", ".join(files.unknown), 200))
+    return text
+
+
+def _prune_text(report: Any, dry_run: bool) -> str:
+    verb = "would remove" if dry_run else "removed"
+    text = (f"{verb} {plural(report.records, 'record')} ({size(report.bytes)}) from "
+            f"{plural(len(report.runs_trimmed), 'run')}; kept {report.kept}")
+    if report.runs_removed:
+        text += f"\n{verb} {plural(len(report.runs_removed), 'finished run')} whole: " + \
+            clip(", ".join(report.runs_removed), 200)
+    if report.removed:
+        text += "\n" + table(["TYPE", "RECORDS>"], sorted(report.removed.items()))
+    if report.records and not dry_run:
+        text += "\nthe file keeps its size (LMDB reuses the pages); `bide compact` shrinks it"
+    return text
 
 
 @main.command()
