@@ -127,6 +127,7 @@ JSON_COMMANDS = [
     ["resume", "r-odd-pending", "--app", "cli_input_app:odd"],
     ["recover", "--app", "cli_input_app:odd"], ["prune", "--dry-run"], ["compact"],
     ["log", "r-odd", "--follow"], ["run", "odd", "--app", "cli_input_app:odd"],
+    ["config"], ["inbox"], ["prune", "--dry-run", "--files-older-than", "0"],
 ]
 LINES = {"log", "run"}  # JSON lines: one object per record (run: then the outcome)
 
