@@ -520,7 +520,8 @@ def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
                 + f"\n{len(report.problems)} problem(s) in {report.records} records{hint}")
 
     files = HomeFiles(engine)
-    orphans, refused = files.orphans(), files.rejected()
+    # orphans are read through the indexes: only once the doctor found them sound
+    orphans, refused = files.orphans() if report.ok else [], files.rejected()
     notes = ([f"orphaned: {plural(len(orphans), 'RUNNING run')} with no live worker "
               f"({clip(', '.join(orphans), 200)}): `bide watch` or `bide recover` resumes "
               "them"] if orphans else []) + \
@@ -1014,22 +1015,24 @@ def setting_options(fn: F) -> F:
                      "HOME/bide.toml; a postgresql:// home has none unless named]"),
         click.option("--durability", type=click.Choice(["durable", "fast"]),
                      help="[default: durable]"),
-        click.option("--lease-ttl", type=float, help="Lease seconds  [default: 30]"),
+        click.option("--lease-ttl", type=click.FloatRange(min=0, min_open=True),
+                     help="Lease seconds  [default: 30]"),
         click.option("--approval-key-file", "--key-file", "approval_key_file",
                      type=click.Path(exists=True, dir_okay=False, path_type=Path),
                      help="Accept only decision files signed with this HMAC key; the home "
                           "then requires it of every process."),
-        click.option("--inbox-max-bytes", type=int, help="Reject decision files larger "
+        click.option("--inbox-max-bytes", type=click.IntRange(1, HomeConfig.MAX_INBOX_BYTES),
+                     help="Reject decision files larger "
                      "than this  [default: 65536]"),
-        click.option("--workers", type=int, help="Runs resumed at once (worker threads)  "
-                     "[default: 4]"),
+        click.option("--workers", type=click.IntRange(min=1),
+                     help="Runs resumed at once (worker threads)  [default: 4]"),
         click.option("--max-orphan-age", metavar="AGE", help="Fail orphaned runs older than "
                      "this instead of resuming them  [default: 24h]"),
-        click.option("--max-attempts", type=int, help="Fail a run whose worker died this "
-                     "many times  [default: 5]"),
-        click.option("--rescan", type=float, help="Seconds between rescans for runs to "
-                     "resume  [default: 1; 30 on a PostgreSQL home, whose commits "
-                     "announce runs]"),
+        click.option("--max-attempts", type=click.IntRange(min=1),
+                     help="Fail a run whose worker died this many times  [default: 5]"),
+        click.option("--rescan", type=click.FloatRange(min=0, min_open=True),
+                     help="Seconds between rescans for runs to resume  [default: 1; 30 on "
+                          "a PostgreSQL home, whose commits announce runs]"),
         click.option("--poll", is_flag=True, default=None,
                      help="Poll the inbox (filesystems without events)."),
     )):

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import ConfigError
 from .render import parse_age
@@ -150,6 +150,8 @@ class HomeConfig:
     path: Path | None  # the file read (None: no file)
     values: Mapping[str, Value]
     note: str | None = None  # why there is no file, when that is worth saying
+
+    MAX_INBOX_BYTES: ClassVar[int] = MAX_INBOX_BYTES  # inbox_max_bytes' bound (for flags)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key].value
