@@ -17,6 +17,7 @@ from .engine.errors import (
     BideError,
     ChildFailed,
     CompactFailed,
+    ConfigError,
     Conflict,
     ContextClosed,
     CopyRefused,
@@ -75,9 +76,12 @@ from .engine.errors import (
 )
 from .engine.events import Event
 from .engine.flow import END, Flow, append, merge
+from .engine.home_config import HomeConfig
+from .engine.home_files import HomeFiles
 from .engine.maintenance import DoctorReport, PruneReport
 from .engine.memory_store import MemoryStore
 from .engine.policy import Policy
+from .engine.readiness import Readiness
 from .engine.recovery import RecoveredRun, RecoverReport
 from .engine.runs import CheckpointInfo, Run
 from .engine.runtime import Engine, check_run_id, open
@@ -87,6 +91,7 @@ from .engine.store import Store, WriteEvent
 from .engine.surface import read_approval_key
 from .engine.tools import Outcome, Tool, tool
 from .engine.vocabulary import Decision, IntentStatus, Status
+from .engine.watch_log import WatchLog
 from .engine.watcher import Watcher
 
 # ``bide.langgraph`` with no module at the fixed top level: the subpackage is cheap to
@@ -103,6 +108,7 @@ __all__ = [
     "ChildFailed",
     "CompactFailed",
     "CompactReport",
+    "ConfigError",
     "Conflict",
     "ContextClosed",
     "CopyRefused",
@@ -121,6 +127,8 @@ __all__ = [
     "FlowError",
     "FlowMismatch",
     "FollowTimeout",
+    "HomeConfig",
+    "HomeFiles",
     "IntentStatus",
     "InvalidAnswer",
     "InvalidChild",
@@ -145,6 +153,7 @@ __all__ = [
     "QuestionExpired",
     "QuestionRejected",
     "ReadOnlyHome",
+    "Readiness",
     "ReconciliationAborted",
     "RecordError",
     "RecoverReport",
@@ -178,6 +187,7 @@ __all__ = [
     "UnknownSchedule",
     "UnknownStatus",
     "UnknownVersion",
+    "WatchLog",
     "Watcher",
     "WriteEvent",
     "append",

@@ -15,6 +15,7 @@ besides the entries of the demo, bench and torture tools (tests/test_surface.py 
 
 from __future__ import annotations
 
+import datetime
 import errno
 import importlib
 import os
@@ -31,20 +32,25 @@ import click
 from . import (
     ApprovalKeyError,
     BideError,
+    ConfigError,
     CopyReport,
     Decision,
     DecisionNotAllowed,
     Engine,
     Event,
     Flow,
+    HomeConfig,
+    HomeFiles,
     IntentStatus,
     InvalidSchedule,
     NotFound,
+    Readiness,
     RunExists,
     Status,
     UnknownKey,
     UnknownStatus,
     Watcher,
+    WatchLog,
     check_run_id,
     copy_home,
     read_approval_key,
@@ -70,6 +76,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_OK, EXIT_BAD_STATE, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
 # The one map from error categories to exit codes: the first row an error is an instance of.
 EXIT_CODES: tuple[tuple[type[BideError], int], ...] = (
+    (ConfigError, EXIT_USAGE),
     (NotFound, EXIT_NOT_FOUND),
     (BideError, EXIT_BAD_STATE),
 )
@@ -505,8 +512,12 @@ def fork(home: Path, as_json: bool, run_id: str, version: int, new_id: str | Non
 @common_options
 @click.option("--rebuild", is_flag=True, help="Rewrite the indexes from the log first.")
 def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
-    """Check every record's checksum and that the indexes match the log. Exit 1 on a problem."""
-    report = _engine(home).doctor(rebuild=rebuild)
+    """Check every record's checksum and that the indexes match the log. Exit 1 on a problem.
+
+    Also lists orphaned runs (RUNNING, no live worker) and rejected inbox files.
+    """
+    engine = _engine(home)
+    report = engine.doctor(rebuild=rebuild)
 
     def human() -> str:
         head = "rebuilt the indexes from the log; " if rebuild else ""
@@ -519,10 +530,36 @@ def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
                       [[p.kind, p.table, p.key, p.detail] for p in report.problems])
                 + f"\n{len(report.problems)} problem(s) in {report.records} records{hint}")
 
-    _out(as_json, report.to_dict(), lambda: "\n".join(
-        [human(), *(f"warning: {w}" for w in report.warnings)]))
+    files = HomeFiles(engine)
+    # orphans are read through the indexes: only once the doctor found them sound
+    orphans, refused = files.orphans() if report.ok else [], files.rejected()
+    notes = ([f"orphaned: {plural(len(orphans), 'RUNNING run')} with no live worker "
+              f"({clip(', '.join(orphans), 200)}): `bide watch` or `bide recover` resumes "
+              "them"] if orphans else []) + \
+        ([f"inbox: {plural(len(refused), 'rejected file')} (`bide inbox` lists them with "
+          "their reasons)"] if refused else [])
+    _out(as_json, {**report.to_dict(), "orphaned_runs": orphans,
+                   "rejected_files": [r.name for r in refused]},
+         lambda: "\n".join([human(), *notes, *(f"warning: {w}" for w in report.warnings)]))
     if not report.ok:
         raise click.exceptions.Exit(EXIT_BAD_STATE)
+
+
+@main.command()
+@common_options
+def inbox(home: Path, as_json: bool) -> None:
+    """List the decision files the inbox rejected, with why, oldest first."""
+    refused = HomeFiles(_engine(home)).rejected()
+    now = time.time()
+    _out(as_json, [{**r.to_dict(), "at": _iso(r.at)} for r in refused],
+         lambda: table(["FILE", "WHEN", "REASON~"],
+                       [[r.name, ago(r.at, now) if r.at else "-", r.reason or "-"]
+                        for r in refused]) if refused else "no rejected files")
+
+
+def _iso(at: float | None) -> str | None:
+    return None if at is None else \
+        datetime.datetime.fromtimestamp(at, datetime.timezone.utc).isoformat()
 
 
 @main.command()
@@ -577,26 +614,48 @@ def _copy_text(r: CopyReport) -> str:
               help="Checkpoints to keep per run, with what they are read from.")
 @click.option("--finished-older-than", "older", metavar="AGE",
               help="Remove DONE/FAILED/CANCELLED runs idle for longer than AGE (e.g. 30d) whole.")
+@click.option("--files-older-than", "files_older", metavar="AGE",
+              help="Also remove files older than AGE (e.g. 30d): request files of decided "
+                   "or finished runs, inbox/processed and inbox/rejected; never a request "
+                   "that still waits.")
 @click.option("--dry-run", is_flag=True, help="Only report what would be removed.")
-def prune(home: Path, as_json: bool, keep: int, older: str | None, dry_run: bool) -> None:
+def prune(home: Path, as_json: bool, keep: int, older: str | None, dry_run: bool,
+          files_older: str | None = None) -> None:
     """Remove old checkpoints and old finished runs; never what a run needs to resume."""
     age = _age_option(older)
-    report = _engine(home).prune(keep=keep, finished_older_than=age, dry_run=dry_run)
+    engine = _engine(home)
+    report = engine.prune(keep=keep, finished_older_than=age, dry_run=dry_run)
+    if files_older is not None:
+        files = HomeFiles(engine).prune(_age_option(files_older), dry_run=dry_run)
+        _out(as_json, {**report.to_dict(), "files": files.to_dict()},
+             lambda: _prune_text(report, dry_run) + "\n" + _files_text(files, dry_run))
+        return
+    _out(as_json, report.to_dict(), lambda: _prune_text(report, dry_run))
 
-    def human() -> str:
-        verb = "would remove" if dry_run else "removed"
-        text = (f"{verb} {plural(report.records, 'record')} ({size(report.bytes)}) from "
-                f"{plural(len(report.runs_trimmed), 'run')}; kept {report.kept}")
-        if report.runs_removed:
-            text += f"\n{verb} {plural(len(report.runs_removed), 'finished run')} whole: " + \
-                clip(", ".join(report.runs_removed), 200)
-        if report.removed:
-            text += "\n" + table(["TYPE", "RECORDS>"], sorted(report.removed.items()))
-        if report.records and not dry_run:
-            text += "\nthe file keeps its size (LMDB reuses the pages); `bide compact` shrinks it"
-        return text
 
-    _out(as_json, report.to_dict(), human)
+def _files_text(files: Any, dry_run: bool) -> str:
+    verb = "would remove" if dry_run else "removed"
+    text = f"{verb} {plural(len(files.removed), 'file')} ({size(files.bytes)})"
+    if files.waiting:
+        text += f"; kept {plural(len(files.waiting), 'request file')} still waiting"
+    if files.unknown:
+        text += (f"; left {plural(len(files.unknown), 'request file')} the store does not "
+                 "know: " + clip(", ".join(files.unknown), 200))
+    return text
+
+
+def _prune_text(report: Any, dry_run: bool) -> str:
+    verb = "would remove" if dry_run else "removed"
+    text = (f"{verb} {plural(report.records, 'record')} ({size(report.bytes)}) from "
+            f"{plural(len(report.runs_trimmed), 'run')}; kept {report.kept}")
+    if report.runs_removed:
+        text += f"\n{verb} {plural(len(report.runs_removed), 'finished run')} whole: " + \
+            clip(", ".join(report.runs_removed), 200)
+    if report.removed:
+        text += "\n" + table(["TYPE", "RECORDS>"], sorted(report.removed.items()))
+    if report.records and not dry_run:
+        text += "\nthe file keeps its size (LMDB reuses the pages); `bide compact` shrinks it"
+    return text
 
 
 @main.command()
@@ -1008,6 +1067,95 @@ def _how_to_decide(run_id: str, waiting: dict[str, Any]) -> str:
             f"`bide resume {run_id} --app ...` or let `bide watch` continue it")
 
 
+# -- settings: flags over $BIDE_* over HOME/bide.toml over defaults ---------------------
+SETTING_FLAGS = {  # option parameter -> setting key (engine/home_config.py)
+    "durability": "durability", "lease_ttl": "lease_ttl",
+    "approval_key_file": "approval_key_file", "inbox_max_bytes": "inbox_max_bytes",
+    "workers": "watch.workers", "max_orphan_age": "watch.max_orphan_age",
+    "max_attempts": "watch.max_attempts", "rescan": "watch.rescan", "poll": "watch.poll",
+}
+
+
+def setting_options(fn: F) -> F:
+    """The options bide.toml can set too; none has a default here: an option not given
+    is taken from the environment, the file, or the setting's default (`bide config`)."""
+    for decorator in reversed((
+        click.option("--config", "config_file", metavar="FILE",
+                     type=click.Path(dir_okay=False, path_type=Path), envvar="BIDE_CONFIG",
+                     show_envvar=True, help="Read settings from this file  [default: "
+                     "HOME/bide.toml; a postgresql:// home has none unless named]"),
+        click.option("--durability", type=click.Choice(["durable", "fast"]),
+                     help="[default: durable]"),
+        click.option("--lease-ttl", type=click.FloatRange(min=0, min_open=True),
+                     help="Lease seconds  [default: 30]"),
+        click.option("--approval-key-file", "--key-file", "approval_key_file",
+                     type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="Accept only decision files signed with this HMAC key; the home "
+                          "then requires it of every process."),
+        click.option("--inbox-max-bytes", type=click.IntRange(1, HomeConfig.MAX_INBOX_BYTES),
+                     help="Reject decision files larger "
+                     "than this  [default: 65536]"),
+        click.option("--workers", type=click.IntRange(min=1),
+                     help="Runs resumed at once (worker threads)  [default: 4]"),
+        click.option("--max-orphan-age", metavar="AGE", help="Fail orphaned runs older than "
+                     "this instead of resuming them  [default: 24h]"),
+        click.option("--max-attempts", type=click.IntRange(min=1),
+                     help="Fail a run whose worker died this many times  [default: 5]"),
+        click.option("--rescan", type=click.FloatRange(min=0, min_open=True),
+                     help="Seconds between rescans for runs to resume  [default: 1; 30 on "
+                          "a PostgreSQL home, whose commits announce runs]"),
+        click.option("--poll", is_flag=True, default=None,
+                     help="Poll the inbox (filesystems without events)."),
+    )):
+        fn = decorator(fn)
+    return fn
+
+
+def _settings(home: Path | str, config_file: Path | None, flags: dict[str, Any]
+              ) -> HomeConfig:
+    """The effective settings; a key file named only by bide.toml must exist too."""
+    given = {SETTING_FLAGS[name]: value for name, value in flags.items()}
+    cfg = HomeConfig.load(home, config_file=config_file, flags=given)
+    key_file = cfg.values["approval_key_file"]
+    if key_file.value is not None and not Path(key_file.value).is_file():
+        raise ConfigError(key_file.where or key_file.source,
+                          f"approval_key_file {key_file.value}: no such file",
+                          key="approval_key_file")
+    return cfg
+
+
+@main.command("config")
+@click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide", show_default=True,
+              show_envvar=True, help="The bide home directory, or a postgresql:// URL.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@setting_options
+def config_cmd(home: Path | str, as_json: bool, config_file: Path | None,
+               **flags: Any) -> None:
+    """Print each effective setting and where it came from (default, bide.toml, env, flag).
+
+    `bide watch` with the same flags uses these values. HOME/bide.toml (or --config
+    FILE, or $BIDE_CONFIG) holds: durability, lease_ttl, approval_key_file,
+    inbox_max_bytes and, in a [watch] table, workers, max_orphan_age, max_attempts,
+    rescan, poll. Each can also be set by an environment variable: BIDE_LEASE_TTL,
+    BIDE_WATCH_WORKERS...
+    """
+    cfg = _settings(home, config_file, flags)
+    doc = {"file": None if cfg.path is None else str(cfg.path), "note": cfg.note,
+           "settings": {k: {"value": str(v.value) if isinstance(v.value, Path) else v.value,
+                            "source": v.source, "where": v.where}
+                        for k, v in cfg.values.items()}}
+
+    def human() -> str:
+        head = f"config file: {cfg.path}" if cfg.path else \
+            f"config file: none ({cfg.note or 'no ' + str(Path(str(home)) / 'bide.toml')})"
+        rows = [[k, "-" if v.value is None else str(v.value), v.source,
+                 f"line {(v.where or '').rpartition(':')[2]}" if v.source == "bide.toml"
+                 else v.where or ""] for k, v in cfg.values.items()]
+        return head + "\n" + table(["setting", "value", "source", "where"], rows)
+
+    _out(as_json, doc, human)
+
+
 def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
                  ) -> dict[str, int]:
     """``--limit FLOW=N`` options as ``{flow: n}``; a clear error for a malformed one."""
@@ -1029,23 +1177,7 @@ def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 @click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
               help="Flows to run (a Flow, or a list or tuple of Flows); repeat for more.")
 @click.option("--once", is_flag=True, help="Process what is there now, then exit.")
-@click.option("--poll", is_flag=True, help="Poll the inbox (filesystems without events).")
-@click.option("--max-orphan-age", default="24h", show_default=True,
-              help="Fail orphaned runs older than this instead of resuming them.")
-@click.option("--max-attempts", default=5, show_default=True,
-              help="Fail a run whose worker died this many times.")
-@click.option("--lease-ttl", default=30.0, show_default=True, help="Lease seconds.")
-@click.option("--rescan", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds between rescans for runs to resume [default: 1; 30 on a "
-                   "PostgreSQL home, whose commits announce runs].")
-@click.option("--approval-key-file", "--key-file", "approval_key_file",
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Accept only decision files signed with this HMAC key; the home then "
-                   "requires it of every process.")
-@click.option("--durability", type=click.Choice(["durable", "fast"]), default="durable",
-              show_default=True)
-@click.option("--workers", default=Watcher.DEFAULT_WORKERS, show_default=True,
-              type=click.IntRange(min=1), help="Runs resumed at once (worker threads).")
+@setting_options
 @click.option("--limit", "limits", multiple=True, metavar="FLOW=N", callback=_flow_limits,
               help="At most N runs of FLOW at once; repeat for more flows.")
 @click.option("--inbox", type=click.Path(file_okay=False, path_type=Path),
@@ -1054,26 +1186,39 @@ def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 @click.option("--requests", type=click.Path(file_okay=False, path_type=Path),
               help="Write request files to this directory  [default: HOME/requests; with a "
                    "postgresql:// home, none]")
-def watch(home: Path, apps: tuple[str, ...], once: bool, poll: bool, max_orphan_age: str,
-          max_attempts: int, lease_ttl: float, approval_key_file: Path | None,
-          durability: str, workers: int, limits: dict[str, int], inbox: Path | None,
-          requests: Path | None, rescan: float | None = None) -> None:
+@click.option("--log-json", is_flag=True, help="Log one JSON object per line (ts, event, "
+              "run_id, flow, status, reason...).")
+@click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write this file once serving (removed when stopping); with "
+                   "$NOTIFY_SOCKET set, systemd is told READY=1 and STOPPING=1 too.")
+def watch(home: Path, apps: tuple[str, ...], once: bool, limits: dict[str, int],
+          inbox: Path | None, requests: Path | None, log_json: bool = False,
+          ready_file: Path | None = None, config_file: Path | None = None,
+          **flags: Any) -> None:
     """Take decisions from the inbox and resume runs under leases until stopped.
 
     The inbox is served on its own loop while up to --workers runs execute, so a
     decision for an idle run is acted on while other runs' nodes are busy. With a
     postgresql:// home, each host's watcher serves its own inbox directory; `bide
-    approve` records decisions in the database without one.
+    approve` records decisions in the database without one. It logs a line per
+    run started, resumed, paused, finished, failed, fenced off or skipped; a second
+    Ctrl-C exits at once (runs in progress are then recovered as orphans). Settings
+    not given as flags come from $BIDE_* variables, then HOME/bide.toml (see `bide
+    config`).
     """
-    key = read_approval_key(approval_key_file) if approval_key_file else None
-    with open_home(home, durability=durability, lease_ttl=lease_ttl, approval_key=key,
-                   inbox=inbox, requests=requests) as eng:
+    cfg = _settings(home, config_file, flags)
+    key_file = cfg["approval_key_file"]
+    key = read_approval_key(key_file) if key_file else None
+    with open_home(home, durability=cfg["durability"], lease_ttl=cfg["lease_ttl"],
+                   approval_key=key, inbox=inbox, requests=requests) as eng:
         for spec in apps:
             eng.register(*load_flows(spec))
-        watcher = Watcher(eng, poll=poll, max_orphan_age=_age_option(max_orphan_age) or 86400,
-                          max_attempts=max_attempts, workers=workers, limits=limits,
-                          rescan=rescan,
-                          log=lambda line: click.echo(f"{time.strftime('%H:%M:%S')} {line}"))
+        watcher = Watcher(eng, poll=cfg["watch.poll"], max_orphan_age=cfg["watch.max_orphan_age"],
+                          max_attempts=cfg["watch.max_attempts"], workers=cfg["watch.workers"],
+                          limits=limits, rescan=cfg["watch.rescan"],
+                          inbox_max_bytes=cfg["inbox_max_bytes"],
+                          events=WatchLog(click.echo, as_json=log_json),
+                          readiness=Readiness(ready_file))
         if once:
             watcher.once()
         else:

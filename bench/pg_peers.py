@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.runtime import open as open_home
-from . import tool_calls
+from . import noise, tool_calls
 from .memory import run_in_memory
 from .pg_databases import Databases
 from .tool_calls import arg, send
@@ -309,7 +309,7 @@ def render(section: dict[str, Any]) -> str:
              f"{'table B':>9}{'x':>6}{'WAL B':>8}{'x':>6}"]
     for r in rows:
         lines.append(
-            f"{r['system']:<26}{r['ms_per_step']:>8.2f}{r['durable_ms_per_step']:>8.2f}"
+            f"{r['system']:<26}{r['ms_per_step']:>8.2f}{noise.text(r['durable_ms_per_step']):>8}"
             f"{_num(r['x_durable_ms_per_step'], 2):>6}{_num(r['row_bytes_per_step']):>8}"
             f"{_num(r['x_row_bytes_per_step'], 2):>6}{_num(r['table_bytes_per_step']):>9}"
             f"{_num(r['x_table_bytes_per_step'], 2):>6}{_num(r['wal_bytes_per_step']):>8}"

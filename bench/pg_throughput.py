@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import quick_size
 from .pg_databases import Databases
 from .workloads import Workload
 
@@ -116,7 +117,7 @@ def run(dbs: Databases, quick: bool, *, runs: int | None = None, steps: int | No
     for row in rows:
         row["ratio"] = row["steps_per_s"] / rows[0]["steps_per_s"]
     return {"rows": rows, "steps_per_run": steps, "repeat": repeat, "cpus": os.cpu_count(),
-            "targets": targets(rows)}
+            "targets": quick_size.mark(targets(rows), quick)}
 
 
 def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -136,8 +137,8 @@ def render(section: dict[str, Any]) -> str:
              *(f"{r['workers']:>7}  {r['steps_per_s']:>12.0f}  {r['ratio']:>12.2f}  "
                f"{r['retries_per_commit']:>26.2f}" for r in section["rows"])]
     for t in section["targets"]:
-        lines.append(f"  {t['target']} ({t['limit']}): {t['measured']:.2f} -> "
-                     f"{'met' if t['met'] else 'NOT met'}")
+        verdict = t.get("na") or ("met" if t["met"] else "NOT met")
+        lines.append(f"  {t['target']} ({t['limit']}): {t['measured']:.2f} -> {verdict}")
     return "\n".join(lines)
 
 

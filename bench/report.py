@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import concurrency, layout, pg_peers, pg_throughput, tool_calls
+from . import concurrency, layout, noise, pg_peers, pg_throughput, quick_size, tool_calls
 
 DEFAULT = "default"
 
@@ -27,8 +27,9 @@ def _target(name: str, limit: str, measured: float | None, ok: bool | None, deta
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of the benchmark issue, measured: met, missed, or not measured (None)."""
+    quick = bool(results.get("meta", {}).get("quick"))
     if results.get("meta", {}).get("what") == "postgres":  # only its own rows were measured
-        return _postgres_targets(results)
+        return quick_size.mark(_postgres_targets(results), quick)
     out = []
     for b, limit in ((100, 3.0), (1000, 1.3), (10000, 1.1)):
         rows = [r for r in _rows(results, payload=b) if r["workload"] in ("linear", "fanout4")]
@@ -70,7 +71,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     out.extend(results.get("tool_calls", {}).get("targets", []))
     out.extend(_postgres_targets(results))
     out.extend(layout.targets(results.get("layout")))
-    return out
+    return quick_size.mark(out, quick)
 
 
 def _postgres_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -122,6 +123,8 @@ def _redo_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 def _fmt(v: Any, digits: int = 2) -> str:
     if v is None:
         return "-"
+    if isinstance(v, noise.Overhead):
+        return noise.text(v, digits)
     if isinstance(v, bool):
         return "yes" if v else "NO"
     if isinstance(v, float):
@@ -147,7 +150,7 @@ GRANULARITY_HEADERS = ["workload", "policy", "WA commit", "WA file", "file/LMDB"
 def granularity_rows(results: dict[str, Any]) -> list[list[Any]]:
     return [[r["label"], r["policy"], r["wa_committed"], r["wa_growth"],
              r["growth_vs_payload_floor"], r["commits_per_superstep"], r["flushes_per_superstep"],
-             r["ms_per_superstep"], r["overhead_ratio"], r["overhead_vs_floor"],
+             r["ms_per_superstep"], r["overhead_ratio"], noise.overhead(r["overhead_vs_floor"]),
              r["read_latest_ms"]] for r in results.get("granularity", [])]
 
 
@@ -175,15 +178,15 @@ def peer_rows(results: dict[str, Any]) -> list[list[Any]]:
                          ("bide fast", fast.get(spec))):
             if r is not None:
                 out.append([r["label"], label, r["wa_committed"], r["wa_growth"],
-                            r["ms_per_superstep"], r["overhead_ms_per_superstep"],
+                            r["ms_per_superstep"], noise.overhead(r["overhead_ms_per_superstep"]),
                             r["read_latest_ms"], None])
         for p in (p for p in results["peers"] if p["spec"] == spec):
             b = bide.get(spec)
             ratio = (b["overhead_ms_per_superstep"] / p["overhead_ms_per_superstep"]
                      if b and p["overhead_ms_per_superstep"] > 0 else None)
             out.append([p["label"], p["peer"], p["wa_committed"], p["wa_growth"],
-                        p["ms_per_superstep"], p["overhead_ms_per_superstep"],
-                        p["read_latest_ms"], ratio])
+                        p["ms_per_superstep"], noise.overhead(p["overhead_ms_per_superstep"]),
+                        p["read_latest_ms"], noise.overhead(ratio)])
     return out
 
 
@@ -191,8 +194,10 @@ TARGET_HEADERS = ["target", "limit", "measured", "met"]
 
 
 def target_rows(results: dict[str, Any]) -> list[list[Any]]:
-    return [[t["target"], t["limit"], t["measured"],
-             "n/a" if t["met"] is None else t["met"]] for t in targets(results)]
+    return [[t["target"], t["limit"],  # below zero, a measured value is an overhead's noise
+             noise.overhead(t["measured"]) if (t["measured"] or 0) < 0 else t["measured"],
+             quick_size.verdict(t) or ("n/a" if t["met"] is None else t["met"])]
+            for t in targets(results)]
 
 
 def render(results: dict[str, Any]) -> str:
@@ -202,7 +207,8 @@ def render(results: dict[str, Any]) -> str:
                   "  WA commit: encoded records committed; WA file: LMDB pages used; file/LMDB: "
                   "growth / raw LMDB's growth holding only the payloads;",
                   "  x no-persist: time / the same flow in memory; ovh/floor: time over "
-                  "no-persist / a bare LMDB loop committing the same bytes in the same commits",
+                  "no-persist / a bare LMDB loop committing the same bytes in the same commits;",
+                  f"  {noise.NOTE}",
                   table(GRANULARITY_HEADERS, granularity_rows(results)), ""]
     if results.get("redo"):
         parts += ["Redo after SIGKILL at random moments (node executions redone per kill)",

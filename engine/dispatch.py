@@ -35,6 +35,10 @@ class Dispatcher:
         self._threads = [threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True)
                          for i in range(workers)]
 
+    @property
+    def workers(self) -> int:
+        return len(self._threads)
+
     def start(self) -> None:
         for t in self._threads:
             t.start()

@@ -21,6 +21,7 @@
     │   ├── StoreBusy              compact: another process has the store open (Conflict)
     │   ├── CompactFailed          the compacted copy did not verify; nothing swapped
     │   └── CopyRefused            bide copy: destination not empty, a run leased... (Conflict)
+    ├── ConfigError                bide.toml, or a setting, is not usable; names file, key, line
     ├── FlowError                  flow definition or flow/run mismatch; ``flow``, ``node``
     │   ├── UnknownFlow            this process serves no flow of that name
     │   ├── FlowMismatch           a node the run needs no longer exists
@@ -219,6 +220,20 @@ class CopyRefused(StoreError, Conflict):
         self.source, self.destination, self.why = source, destination, why
         self.interrupted = interrupted
         super().__init__(f"cannot copy {source} to {destination}: {why}", path=destination)
+
+
+class ConfigError(BideError, ValueError):
+    """A config file (``bide.toml``) or a setting that cannot be used, and why.
+
+    ``where`` is the file (or ``FILE:LINE``, or the environment variable); ``key``
+    and ``line`` name the setting when there is one. Also a ValueError: a bad value.
+    """
+
+    def __init__(self, where: object, why: str, *, key: str | None = None,
+                 line: int | None = None, hint: str | None = None) -> None:
+        self.where, self.key, self.line = where, key, line
+        at = f"{where}:{line}" if line else f"{where}"
+        super().__init__(f"config {at}: {why}" + (f"; {hint}" if hint else ""))
 
 
 class FlowError(BideError):
@@ -558,6 +573,7 @@ __all__ = [
     "BideError",
     "ChildFailed",
     "CompactFailed",
+    "ConfigError",
     "Conflict",
     "ContextClosed",
     "CopyRefused",

@@ -177,10 +177,12 @@ class Inbox:
     """One home's inbox, processed on behalf of one engine."""
 
     def __init__(self, engine: Any,
-                 on_recorded: Callable[[list[str]], None] | None = None) -> None:
+                 on_recorded: Callable[[list[str]], None] | None = None, *,
+                 max_bytes: int = MAX_BYTES) -> None:
         """``on_recorded(run_ids)``: told right after a commit records decisions for those
-        runs, before their files are moved (a watcher starts resuming them at once)."""
-        self.engine, self.on_recorded = engine, on_recorded
+        runs, before their files are moved (a watcher starts resuming them at once).
+        Files larger than ``max_bytes`` are rejected unread."""
+        self.engine, self.on_recorded, self.max_bytes = engine, on_recorded, max_bytes
         self.dir = engine.doors.inbox
         self.work = self.dir / ".work"
         for sub in (self.work, self.dir / "processed", self.dir / "rejected"):
@@ -264,16 +266,16 @@ class Inbox:
             raise Refused("a hard link to another file")
         if st.st_mode & stat.S_IWOTH:
             raise Refused("world-writable: anyone could have changed it")
-        if st.st_size > MAX_BYTES:
-            raise Refused(f"{st.st_size} bytes is larger than the {MAX_BYTES} byte limit")
+        if st.st_size > self.max_bytes:
+            raise Refused(f"{st.st_size} bytes is larger than the {self.max_bytes} byte limit")
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             with os.fdopen(fd, "rb") as fh:
-                raw = fh.read(MAX_BYTES + 1)
+                raw = fh.read(self.max_bytes + 1)
         except OSError as exc:  # unreadable, or swapped for something else since the lstat
             raise Refused(f"cannot read it: {exc.strerror}") from None
-        if len(raw) > MAX_BYTES:
-            raise Refused(f"larger than the {MAX_BYTES} byte limit")
+        if len(raw) > self.max_bytes:
+            raise Refused(f"larger than the {self.max_bytes} byte limit")
         return parse(raw), raw, st.st_uid
 
     def _check_signature(self, body: dict[str, Any]) -> bool:

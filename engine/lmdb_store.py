@@ -444,8 +444,9 @@ def _is_home(path: Path) -> bool:
 
 def _ours(p: Path) -> bool:
     """What creating a home makes first (a crash while creating it, or another thread
-    or process creating it right now, can leave these)."""
-    if p.name in ("inbox", "requests"):
+    or process creating it right now, can leave these), and a ``bide.toml`` an operator
+    wrote before the first start (``home_config``)."""
+    if p.name in ("inbox", "requests", "bide.toml"):
         return True
     return p.name == "store" and p.is_dir() and all(
         c.name in ("lock.mdb", "data.mdb", "grow.lock", RESERVE)

@@ -32,6 +32,7 @@ keeps serving the others (see ``blocking``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import threading
@@ -42,15 +43,19 @@ from typing import Any
 from . import children, signing
 from .approvals import write_missing_requests
 from .dispatch import Dispatcher
-from .inbox import FileResult, Inbox
+from .errors import StaleLease
+from .inbox import MAX_BYTES, FileResult, Inbox
 from .inbox_events import InboxEvents
-from .recovery import RecoveredRun, RecoverReport
+from .index import RunHead
+from .readiness import Readiness
+from .recovery import RecoveredRun
 from .run_view import RunView
 from .runs import Run
 from .runtime import Engine
 from .schedule_loop import ScheduleLoop
 from .vocabulary import Status
 from .waker import RESCAN, Waker, survey
+from .watch_log import WatchLog, leased_elsewhere
 
 DEFAULT_WORKERS = 4
 PAST_DUE = 0.002  # pass this long after a due time (a run is due once its time has come)
@@ -59,7 +64,9 @@ PAST_DUE = 0.002  # pass this long after a due time (a run is due once its time 
 class Watcher:
     """Serve one home: inbox decisions in, runs resumed by ``workers`` threads at once.
 
-    ``limits`` caps how many runs of a flow run at once (``{flow: n}``).
+    ``limits`` caps how many runs of a flow run at once (``{flow: n}``). What it does
+    goes to ``events`` (``watch_log``; by default plain lines to ``log``); ``readiness``
+    is told when it serves and when it stops.
     """
 
     DEFAULT_WORKERS = DEFAULT_WORKERS
@@ -68,7 +75,12 @@ class Watcher:
                  limits: Mapping[str, int] | None = None, poll: bool = False,
                  max_orphan_age: float = 86400.0, max_attempts: int = 5,
                  rescan: float | None = None, grace: float = 30.0,
-                 log: Callable[[str], None] = print) -> None:
+                 log: Callable[[str], None] = print, events: WatchLog | None = None,
+                 readiness: Readiness | None = None, inbox_max_bytes: int = MAX_BYTES) -> None:
+        self.events = events or WatchLog(log, stamp=False)
+        self.readiness = readiness or Readiness()
+        log = self.events.note
+        self._fenced: set[str] = set()  # runs whose fencing a worker said already
         # a store with changes() announces runs (PostgreSQL): rescans can be rare
         self._changes = getattr(engine.store, "changes", None)
         if rescan is None:
@@ -78,7 +90,7 @@ class Watcher:
         self.engine, self.poll, self.rescan, self.log = engine, poll, rescan, log
         self.max_orphan_age, self.max_attempts, self.grace = max_orphan_age, max_attempts, grace
         self.dispatcher = Dispatcher(self._advance, workers=workers, limits=limits, log=log)
-        self.inbox = Inbox(engine, on_recorded=self._offer_decided)
+        self.inbox = Inbox(engine, on_recorded=self._offer_decided, max_bytes=inbox_max_bytes)
         self.stop = engine.stopping
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
@@ -96,17 +108,28 @@ class Watcher:
         # A reader slot left by a killed process pins old pages until someone clears it;
         # a long-running watcher may be the only process that has the store open.
         self.engine.store.reader_check()
+        self._say_watching("once", once=True)
         self._write_missing_requests()
         files = self._take_files()
         if not self.stop.is_set():
             self.schedules.fire(offer=False)  # due slots' runs: recovered below
-        report = RecoverReport() if self.stop.is_set() else self.engine.recover(
-            max_age=self.max_orphan_age, max_attempts=self.max_attempts)
-        runs = list(report)
-        for run in runs:
-            self._log_run(run)
-        for entry in report.blocked:
-            self._log_entry(entry)
+        runs: list[Run] = []
+        if not self.stop.is_set():  # what engine.recover does, saying each step
+            seen = self.engine._runnable()
+            for head in seen:
+                outcome = self.engine._recover_one(
+                    head, self.max_orphan_age, self.max_attempts,
+                    resume=functools.partial(self._resume, head))
+                if isinstance(outcome, Run):
+                    runs.append(outcome)
+                else:
+                    self._log_entry(outcome)
+            with self.engine.store.reader() as r:
+                held = leased_elsewhere(r, self.engine.owner, self.engine.clock())
+            for head, why in held:
+                if any(h.run_id == head.run_id for h in seen):
+                    continue  # said above (fenced off it, say)
+                self.events.run_skipped(head.run_id, head.flow, why, holder=head.lease_owner)
         return {"files": files, "runs": runs}
 
     def serve(self) -> None:
@@ -115,23 +138,32 @@ class Watcher:
         self._events = InboxEvents(self.inbox.dir, self.stop, rescan=self.rescan,
                                    poll=self.poll)
         self._install_signals()
+        self._say_watching(self._events.kind)
         self._serving = True
         try:
             self._write_missing_requests()
             self._start()
             self._tick()
+            self.events.ready()
+            self.readiness.ready()
             for _landed in self._events:
                 self._tick()
         finally:
             self._serving = False
             self.stop.set()
+            self.readiness.stopping()
             if self._waker is not None and not self._waker.join(self.grace):
                 self.log("the waker did not stop in time")
             self.schedules.join(self.grace)
             self._finish()
-        self.log("watcher stopped; runs left resumable")
+        self.events.stopped()
         if self._waker is not None and self._waker.failure is not None:
             raise self._waker.failure  # exit non-zero: a supervisor restarts it
+
+    def _say_watching(self, inbox_mode: str, *, once: bool = False) -> None:
+        self.events.watching(home=self.engine.doors.home, flows=self.engine.flows,
+                             inbox=self.inbox.dir, inbox_mode=inbox_mode,
+                             workers=self.dispatcher.workers, once=once)
 
     def _write_missing_requests(self) -> None:
         """Request files a killed worker left unwritten, written again (``approvals``)."""
@@ -170,8 +202,8 @@ class Watcher:
     def _take_files(self) -> list[FileResult]:
         files = self.inbox.process()
         for f in files:
-            verdict = "accepted" if f.accepted else "rejected"
-            self.log(f"file {verdict}: {f.name} ({f.reason})")
+            self.events.file(f.name, accepted=f.accepted, reason=f.reason,
+                             duplicate=f.duplicate, approval_id=f.approval_id, run_id=f.run_id)
         return files
 
     # -- the workers ----------------------------------------------------------------
@@ -183,11 +215,9 @@ class Watcher:
             head = r.head(run_id)
             if head is None or not RunView(r, head).needs_work(self.engine.clock()):
                 return
-        resume = self._aresume if self._is_async(head.flow) else None
         outcome = self.engine._recover_one(head, self.max_orphan_age, self.max_attempts,
-                                           resume=resume)
+                                           resume=functools.partial(self._resume, head))
         if isinstance(outcome, Run):
-            self._log_run(outcome)
             self._pass_by(outcome)
             for kin in children.to_offer(self.engine, outcome):  # no rescan: offered now
                 self.dispatcher.offer(kin.run_id, kin.flow)
@@ -205,10 +235,28 @@ class Watcher:
         found = self.engine.flows.get(flow)
         return found is not None and any(n.is_async for n in found.nodes.values())
 
-    def _aresume(self, run_id: str) -> Run:
-        """Resume on the watcher's one event loop (async nodes of every run share it)."""
-        assert self._loop is not None  # started by serve() before any worker
-        return asyncio.run_coroutine_threadsafe(self.engine.aresume(run_id), self._loop).result()
+    def _resume(self, head: RunHead, run_id: str) -> Run:
+        """``engine.resume`` (its two steps), saying when this watcher takes the lease and
+        when another worker fences it off, and where it stopped (nothing when this watcher
+        did nothing: with two watchers, only the one that advanced a run says so). Async
+        nodes of every run share the watcher's one event loop (``serve``; ``once`` has
+        none and runs them as ``resume`` does)."""
+        taken = self.engine._take(run_id)
+        if isinstance(taken, Run):  # nothing to do yet (a decision still open, a timer not due)
+            return children.carry_on(self.engine, taken)
+        self.events.run_started(run_id, head.flow, was=head.status)
+        try:
+            if self._loop is not None and self._is_async(head.flow):
+                run = asyncio.run_coroutine_threadsafe(
+                    self.engine._aadvance(run_id, taken), self._loop).result()
+            else:
+                run = self.engine._advance(run_id, taken)
+        except StaleLease as exc:
+            self._fenced.add(run_id)
+            self.events.run_fenced(run_id, head.flow, str(exc))
+            raise
+        self._log_run(run)
+        return run
 
     def _start(self) -> None:
         self.engine.inline_children = False  # the workers run child runs, side by side
@@ -237,18 +285,17 @@ class Watcher:
                 self._loop.close()
 
     def _log_run(self, run: Run) -> None:
-        waiting = run.waiting or {}
-        on = waiting.get("approval_id") or (
-            f"a timer due at {waiting['until']:.3f}" if "until" in waiting else None)
-        self.log(f"run {run.run_id}: {run.status.value.lower()}"
-                 + (f" (waiting on {on})" if on else ""))
+        self.events.run_stopped(run.run_id, run.flow, run.status, waiting=run.waiting,
+                                reason=run.reason, error=run.error)
 
     def _log_entry(self, entry: RecoveredRun) -> None:
         if entry.outcome == "blocked" and entry.recorded_now:  # said once, not every rescan
-            self.log(f"run {entry.run_id}: blocked, recorded on the run; serving the "
-                     f"others: {entry.reason}")
+            self.events.run_blocked(entry.run_id, entry.reason or "")
         elif entry.outcome == "given_up":
-            self.log(f"run {entry.run_id}: failed, not resumed: {entry.reason}")
+            self.events.run_given_up(entry.run_id, entry.reason or "")
+        elif entry.outcome == "skipped" and entry.run_id not in self._fenced:
+            self.events.run_skipped(entry.run_id, None, entry.reason or "")
+        self._fenced.discard(entry.run_id)
 
     def _give_up(self) -> None:
         self.log("grace period over; exiting with runs left to recovery")
@@ -259,8 +306,12 @@ class Watcher:
             return
 
         def handle(signum: int, frame: Any) -> None:
-            self.log(f"signal {signal.Signals(signum).name}: stopping at the next boundary "
-                     f"(at most {self.grace:.0f}s)")
+            name = signal.Signals(signum).name
+            if self.stop.is_set() and signum == signal.SIGINT:  # Ctrl-C twice: leave now
+                self.events.forced(name)
+                self.readiness.stopping()
+                os._exit(130)
+            self.events.stopping(name, self.grace)
             self.stop.set()
             if self._events is not None:
                 self._events.wake()

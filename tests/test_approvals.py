@@ -254,7 +254,7 @@ def test_watcher_process_picks_up_a_dropped_file_then_stops_on_sigterm(tmp_path,
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
-    assert "file accepted" in out and "run r-42: done" in out
+    assert "file accepted" in out and "run r-42: DONE" in out
 
 
 def test_killed_watcher_run_is_recovered_by_another_after_lease(tmp_path, effects):

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import bide
 import pytest
-from bide.bench import peers, policies, workloads
+from bide.bench import (
+    concurrency,
+    noise,
+    peers,
+    pg_throughput,
+    policies,
+    quick_size,
+    report,
+    workloads,
+)
 from bide.bench.command import bench
 from bide.bench.memory import run_in_memory
 from bide.bench.workloads import Counters, Workload
@@ -194,3 +205,49 @@ def test_quick_measures_concurrent_runs_and_the_fan_out_cost(quick_results: dict
     names = {t["target"] for t in quick_results["targets"]}
     assert {"8 concurrent durable runs vs one (steps/s, one process)",
             "fan-out-4 superstep's durable cost vs a chain superstep's"} <= names
+
+
+# -- issue 17, item 8: --quick says n/a for targets that need the full size, and never
+# prints an overhead below zero (bench/quick_size.py, bench/noise.py)
+NEGATIVE = re.compile(r"(?<![\w.])-\d")  # a minus sign before a digit, not a dash column
+
+
+def test_size_dependent_targets_are_not_judged_at_quick_size(quick_results):
+    quick = {t["target"]: t for t in quick_results["targets"]}
+    pg_name = pg_throughput.targets([{"workers": 4, "ratio": 1.0, "steps_per_s": 1.0}])[0]
+    names = set(quick) | {pg_name["target"]}  # --no-pg: the one PostgreSQL target aside
+    assert set(quick_size.SIZE_DEPENDENT) <= names  # no stale name in the list
+    for name in quick_size.SIZE_DEPENDENT.keys() & quick.keys():
+        t = quick[name]
+        assert t["met"] is None and t["na"] == quick_size.NA and t["measured"] is not None
+    rows = {r[0]: r[3] for r in report.target_rows(quick_results)}
+    assert rows["8 concurrent durable runs vs one (steps/s, one process)"] == quick_size.NA
+    text = report.render(quick_results)
+    assert "8 runs >= 4x one run: n/a at quick size" in text
+    assert "fanout4 durable cost <= 1.5x linear: n/a at quick size" in text
+
+
+def test_a_full_run_judges_them():
+    full = [{"target": name, "limit": "", "measured": 9.0, "met": False, "detail": ""}
+            for name in quick_size.SIZE_DEPENDENT]
+    assert quick_size.mark(full, quick=False) == full
+    assert all(t["met"] is None for t in quick_size.mark(full, quick=True))
+
+
+def test_no_overhead_is_printed_below_zero(quick_results):
+    results = copy.deepcopy(quick_results)
+    for r in results["granularity"]:
+        r["overhead_vs_floor"] = -1.5  # a durable run faster than its floor: noise
+    for kind in ("linear", "fanout4"):
+        results["concurrency"]["fanout"][kind]["durable_ms_per_superstep"] = -0.2
+    results["concurrency"]["fanout"]["durable_ratio"] = -0.7
+    text = report.render(results)
+    assert not NEGATIVE.search(text), NEGATIVE.findall(text)
+    assert "~0" in text and noise.NOTE in text
+    assert concurrency.render(results["concurrency"]["runs"],
+                              results["concurrency"]["fanout"]).count("~0") == 3
+
+
+def test_noise_text():
+    assert [noise.text(v) for v in (None, -0.01, 0.0, 1.234, 250.0)] == \
+        ["-", "~0", "0.00", "1.23", "250"]

@@ -130,6 +130,7 @@ JSON_COMMANDS = [
     ["log", "r-odd", "--follow"], ["run", "odd", "--app", "cli_input_app:odd"],
     ["schedule", "odd-2", "odd", "--every", "60", "--input", '{"seed": NaN}'], ["schedules"],
     ["unschedule", "odd-beat"],
+    ["config"], ["inbox"], ["prune", "--dry-run", "--files-older-than", "0"],
 ]
 LINES = {"log", "run"}  # JSON lines: one object per record (run: then the outcome)
 

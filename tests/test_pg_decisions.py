@@ -292,7 +292,7 @@ def test_watch_serves_its_own_inbox_and_writes_requests_only_where_asked(
     watch = ["watch", "--once", "--home", pg_url, "--app", "cli_world:FLOWS"]
     out = CliRunner().invoke(main, watch)
     assert out.exit_code == 0, out.output
-    assert "r-plain: waiting_approval" in out.output
+    assert "r-plain: WAITING_APPROVAL" in out.output
     assert not list(tmp_path.rglob("requests/*.json"))  # none unless asked
     with host(pg_url, tmp_path / "submitter") as eng:
         eng.submit("ask", run_id="r-asked")
@@ -310,7 +310,7 @@ def test_watch_serves_its_own_inbox_and_writes_requests_only_where_asked(
         assert records(eng, "approval_decided") == 0
     out = CliRunner().invoke(main, [*watch, "--inbox", str(drop)])
     assert out.exit_code == 0, out.output
-    assert "file accepted" in out.output and "r-asked: done" in out.output
+    assert "file accepted" in out.output and "r-asked: DONE" in out.output
     assert len(list((drop / "processed").iterdir())) == 1
 
 
@@ -334,7 +334,7 @@ def test_watch_inbox_and_requests_options_on_a_directory_home(tmp_path: Path,
     assert approved.exit_code == 0 and "dropped into the inbox" in approved.stderr
     assert not [p for p in (home / "inbox").iterdir() if p.is_file()]  # only where asked
     out = CliRunner().invoke(main, watch)
-    assert out.exit_code == 0 and "r1: done" in out.output, out.output
+    assert out.exit_code == 0 and "r1: DONE" in out.output, out.output
     assert len(list((drop / "processed").iterdir())) == 1
 
 
@@ -349,7 +349,7 @@ def test_a_watcher_serving_only_its_inbox_needs_no_local_directory(
     out = CliRunner().invoke(main, ["watch", "--once", "--home", pg_url, "--app",
                                     "cli_world:FLOWS", "--inbox", str(drop)])
     assert out.exit_code == 0, out.output
-    assert "file accepted" in out.output and "r1: done" in out.output, out.output
+    assert "file accepted" in out.output and "r1: DONE" in out.output, out.output
     assert not (cwd / ".bide").exists() and files_under(drop / ".work") == []
 
 
@@ -388,7 +388,7 @@ def test_a_watcher_on_another_host_resumes_a_run_approved_from_the_cli(
         watcher.send_signal(signal.SIGTERM)
         output, _ = watcher.communicate(timeout=60)
     assert watcher.returncode == 0, output
-    assert "run r-waiting: done" in output, output
+    assert "run r-waiting: DONE" in output, output
 
 
 @pytest.mark.parametrize("point", ["before_commit", "after_commit"])

@@ -38,5 +38,5 @@ def test_two_watchers_race_over_many_runs(tmp_path, monkeypatch):
         assert lines[f"node apply_patch r{i}"] == 2  # asked once, resumed exactly once
     applies = [k for k in lines if k.startswith("tool git_apply")]
     assert len(applies) == RUNS and all(lines[k] == 1 for k in applies)
-    done_lines = sum(out.count(": done") for out in outs)
+    done_lines = sum(out.count(": DONE") for out in outs)
     assert done_lines == RUNS  # each run finished by exactly one of the two watchers

@@ -273,7 +273,7 @@ class Race:
                 bad.append(f"watcher {p.pid} exited {p.returncode}: {out[-2000:]}")
         lines = Counter(" ".join(parts[:3]) for parts in read_lines(self.log)
                         if parts[0] in ("node", "tool"))
-        done_lines = Counter(m for out in outs for m in re.findall(r"run (\S+): done$", out,
+        done_lines = Counter(m for out in outs for m in re.findall(r"run (\S+): DONE$", out,
                                                                    re.M))
         with bide.open(self.home, durability="fast", create=False) as eng:
             report = doctor(eng.store)
