@@ -333,6 +333,8 @@ class Execution:
     # -- commits -----------------------------------------------------------
     def _checkpoint(self, status: str, *, release: bool = False, waiting: Any = None,
                     extra: Sequence[Record] = (), folding: bool = True) -> None:
+        if not folding:  # it records scan_from: a held checkpoint's seq must be known
+            self.held.flush()
         full = self.policy.snapshot == "full" or self.deltas + 1 >= self.full_interval()
         stored = self.sends_at if self.sends else -1  # a planned map refers to its Sends
         cp = Checkpoint(
@@ -351,6 +353,10 @@ class Execution:
         if release:
             records.append(LeaseReleased(run_id=self.run_id, owner=self.owner, token=self.token,
                                          at=self.clock()))
+        if folding and self._rides(cp, records):
+            self.deltas += 1
+            self._after_checkpoint()
+            return
         seq = self.commit(records)[0]
         if self.sends and stored < 0:
             self.sends_at = seq
@@ -361,6 +367,24 @@ class Execution:
             self.deltas += 1
         if folding:
             self.scan_from = seq
+        self._after_checkpoint()
+
+    def _rides(self, cp: Checkpoint, records: list[Record]) -> bool:
+        """Hold a plain RUNNING delta that carries held tool outcomes: it rides in the
+        run's next commit with them (engine/held.py). True if held.
+
+        Only such a checkpoint: a full one or a map's plan is referred to by seq, a
+        stop (pause, failure, done) releases the lease and must be durable at once.
+        """
+        if cp.status != Status.RUNNING or cp.full or self.sends or len(records) != 1:
+            return False
+
+        def committed(seq: int) -> None:
+            self.scan_from = seq
+
+        return self.held.hold_checkpoint(cp, committed)
+
+    def _after_checkpoint(self) -> None:
         self.last_committed = self.committed or self.last_committed
         self.absorbed, self.inline, self.committed, self.deferred = [], [], [], []
         self.steps_since_cp = 0

@@ -16,10 +16,10 @@ def bide_row(tmp_path, monkeypatch) -> dict:
     return tool_calls.measure_bide(K, "fast", repeat=1, directory=str(tmp_path))
 
 
-def test_a_tool_step_costs_two_commits_and_compact_records(bide_row: dict) -> None:
-    # per call: the prepare, and the checkpoint the outcome rides in; plus the run's own
-    # first commit (created + leased), spread over K calls
-    assert bide_row["commits_per_call"] == pytest.approx(2 + 1 / K)
+def test_a_tool_step_costs_one_commit_and_compact_records(bide_row: dict) -> None:
+    # per call: the prepare, which the previous step's outcome and checkpoint ride in;
+    # plus the run's own first commit (created + leased) and its last (DONE), over K calls
+    assert bide_row["commits_per_call"] == pytest.approx(1 + 2 / K)
     assert bide_row["bytes_by_type"]["intent_prepared"] < 150 * K
     assert bide_row["bytes_by_type"]["intent_completed"] < 175 * K
     assert bide_row["intent_bytes_per_call"] <= 2 * tool_calls.ARG + 150
