@@ -39,6 +39,11 @@ from .tasks import TaskResult, arun_tasks, run_tasks
 from .vocabulary import Status, Waiting, pause_status
 
 GEOMETRIC_MIN = 64  # deltas before the first full snapshot under the default policy
+# Each default full snapshot comes at this many times the previous one's version.
+# 4 (not 2): the newest state is read from the latest-state index, so full
+# snapshots only bound replays of older versions, and spacing them by 4 cuts
+# their bytes from ~1-2x to ~0.3-0.5x the payload on a growing state (WA flat in K).
+GEOMETRIC_GROWTH = 4
 
 
 @dataclass
@@ -329,6 +334,8 @@ class Execution:
     # -- commits -----------------------------------------------------------
     def _checkpoint(self, status: str, *, release: bool = False, waiting: Any = None,
                     extra: Sequence[Record] = (), folding: bool = True) -> None:
+        if not folding:  # it records scan_from: a held checkpoint's seq must be known
+            self.held.flush()
         full = self.policy.snapshot == "full" or self.deltas + 1 >= self.full_interval()
         stored = self.sends_at if self.sends else -1  # a planned map refers to its Sends
         cp = Checkpoint(
@@ -347,6 +354,10 @@ class Execution:
         if release:
             records.append(LeaseReleased(run_id=self.run_id, owner=self.owner, token=self.token,
                                          at=self.clock()))
+        if folding and self._rides(cp, records):
+            self.deltas += 1
+            self._after_checkpoint()
+            return
         seq = self.commit(records)[0]
         if self.sends and stored < 0:
             self.sends_at = seq
@@ -357,6 +368,24 @@ class Execution:
             self.deltas += 1
         if folding:
             self.scan_from = seq
+        self._after_checkpoint()
+
+    def _rides(self, cp: Checkpoint, records: list[Record]) -> bool:
+        """Hold a plain RUNNING delta that carries held tool outcomes: it rides in the
+        run's next commit with them (engine/held.py). True if held.
+
+        Only such a checkpoint: a full one or a map's plan is referred to by seq, a
+        stop (pause, failure, done) releases the lease and must be durable at once.
+        """
+        if cp.status != Status.RUNNING or cp.full or self.sends or len(records) != 1:
+            return False
+
+        def committed(seq: int) -> None:
+            self.scan_from = seq
+
+        return self.held.hold_checkpoint(cp, committed)
+
+    def _after_checkpoint(self) -> None:
         self.last_committed = self.committed or self.last_committed
         self.absorbed, self.inline, self.committed, self.deferred = [], [], [], []
         self.steps_since_cp = 0
@@ -365,13 +394,13 @@ class Execution:
         """Deltas allowed before the next full snapshot.
 
         An explicit ``full_every`` is a hard bound. By default the interval grows
-        with the run's age (full snapshots at versions 64, 128, 256, ...): a full
+        with the run's age (full snapshots at versions 64, 256, 1024, ...): a full
         snapshot re-stores a state that grows with the run, and geometric spacing
-        keeps their total within about twice the final state, so bytes stay O(run).
+        keeps their total within 4/3 of the newest one, so bytes stay O(run).
         """
         if self.policy.full_every is not None:
             return self.policy.full_every
-        return max(GEOMETRIC_MIN, self.base_version)
+        return max(GEOMETRIC_MIN, (GEOMETRIC_GROWTH - 1) * self.base_version)
 
     def _renew_once(self) -> bool:
         """Extend the lease (by the process's renewer); False once it is no longer ours."""

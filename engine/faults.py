@@ -29,6 +29,7 @@ FAULT_POINTS: dict[str, str] = {
     "outcome_rides": "a commit carrying held tool outcomes is about to start",
     "before_outcome_flush": "no commit followed a held outcome in time: it is committed alone",
     "after_intent_completed": "the tool's outcome is durable (ridden or flushed alone)",
+    "checkpoint_held": "a checkpoint carrying held tool outcomes waits to ride the next commit",
     "after_pause_committed": "a pause checkpoint and its request are durable",
     "after_request_file": "the request file for a pause is written",
     "timer_due": "a re-run node reached a due timer; its elapsed record not yet committed",

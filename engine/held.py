@@ -15,6 +15,13 @@ fence, so a slow node never keeps an outcome in memory for longer than that.
 A commit that carries a task's outcomes waits for a flush of that task's
 outcomes already under way, so a task's output is never durable before the
 outcomes it was computed from.
+
+A superstep's checkpoint that would carry held outcomes is held with them
+(``hold_checkpoint``) and rides in the run's next commit, whichever task makes
+it: in a loop of tool steps, the next step's prepare. A tool step then costs one
+durable commit, not two. It changes no outcome's window: the checkpoint never
+moves the flush due time, which the oldest held outcome set, and every commit
+of the run carries it, so nothing of the next superstep is durable before it.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ _POLL_FOR = 0.05  # seconds the flusher polls after a hold before it sleeps unti
 _WAIT_LIMIT = 60.0  # a flush never takes this long; waiting longer is a bug, not a state
 
 Commit = Callable[[Sequence[Record]], list[int]]
+RUN = ""  # records held for the run's next commit, whichever task (or none) makes it
 
 
 class HeldOutcomes:
@@ -52,6 +60,7 @@ class HeldOutcomes:
         self._asleep = False  # the flusher waits for a hold (else it polls or waits for a due)
         self._last_hold = 0.0
         self._held: dict[str, list[Record]] = {}
+        self._on_commit: dict[int, Callable[[int], None]] = {}  # id(record) -> told its seq
         self._due: float | None = None  # monotonic time the oldest held outcome must flush
         self._busy: set[str] = set()  # tasks whose outcomes are in a commit under way
         self._thread: threading.Thread | None = None
@@ -73,6 +82,26 @@ class HeldOutcomes:
                 self._wake.notify()
         faults.point("outcome_held")
 
+    def hold_checkpoint(self, record: Record, on_commit: Callable[[int], None]) -> bool:
+        """Hold a checkpoint to ride with the outcomes it carries; False if none is held
+        (a flush took them, or there were none): then commit it now.
+
+        ``on_commit`` is told the record's seq once a commit carried it.
+        """
+        with self._lock:
+            if not self._held or RUN in self._held:
+                return False
+            # the outcomes and the checkpoint that carries them ride as one
+            riders = [rec for recs in self._held.values() for rec in recs]
+            self._held = {RUN: [*riders, record]}
+            self._on_commit[id(record)] = on_commit
+        faults.point("checkpoint_held")
+        return True
+
+    def flush(self) -> None:
+        """Commit everything held now (before a commit that needs the held checkpoint's seq)."""
+        self.carry([])
+
     def carry(self, records: Sequence[Record], task: str | None = None) -> list[int]:
         """Commit ``records`` with ``task``'s held outcomes (every task's if None).
 
@@ -80,6 +109,8 @@ class HeldOutcomes:
         outcomes stay held for the next one.
         """
         riders, taken = self._take(task)
+        if not riders and not records:
+            return []
         try:
             if riders:
                 faults.point("outcome_rides")
@@ -87,6 +118,7 @@ class HeldOutcomes:
         except BaseException:
             self._put_back(taken)
             raise
+        self._committed(riders, seqs)
         self._release(taken)
         if riders:
             faults.point("after_intent_completed")
@@ -104,7 +136,7 @@ class HeldOutcomes:
         if not riders:
             return
         try:
-            self._commit(riders)
+            self._committed(riders, self._commit(riders))
         except BideError:  # lease lost or store failing: the outcome stays unknown, as a crash
             pass
         else:
@@ -117,10 +149,11 @@ class HeldOutcomes:
         """Claim ``task``'s held outcomes (every task's if None) once no flush has them."""
         deadline = time.monotonic() + _WAIT_LIMIT
         with self._lock:
-            while self._busy and (task is None or task in self._busy):
+            while self._busy and (task is None or task in self._busy or RUN in self._busy):
                 if not self._free.wait(deadline - time.monotonic()):
                     raise RuntimeError(f"bide: a flush of {self._name}'s tool outcomes hung")
-            names = list(self._held) if task is None else [t for t in (task,) if t in self._held]
+            # in the order held: a held checkpoint after the outcomes it carries
+            names = [t for t in self._held if task is None or t in (task, RUN)]
             taken = {t: self._held.pop(t) for t in names}
             self._busy.update(taken)
             if not self._held:
@@ -138,6 +171,15 @@ class HeldOutcomes:
             self._free.notify_all()
             self._wake.notify()
 
+    def _committed(self, riders: list[Record], seqs: list[int]) -> None:
+        """Tell each ridden record's ``on_commit`` (a held checkpoint) its seq."""
+        if not self._on_commit:
+            return
+        for rec, seq in zip(riders, seqs, strict=False):
+            told = self._on_commit.pop(id(rec), None)
+            if told is not None:
+                told(seq)
+
     def _release(self, taken: dict[str, list[Record]]) -> None:
         if not taken:
             return
@@ -153,7 +195,7 @@ class HeldOutcomes:
                 continue
             try:
                 faults.point("before_outcome_flush")
-                self._commit(riders)
+                self._committed(riders, self._commit(riders))
             except Exception:  # nobody to raise to in this thread: the outcomes go back
                 # and ride the task's next commit, which raises the error where it is seen
                 with self._lock:

@@ -21,9 +21,10 @@ class Policy:
             a hard bound on the work to read a state, at the price of re-storing
             the whole state every ``full_every`` checkpoints (O(n^2/K) bytes on a
             state that grows). ``None`` (the default) spaces full snapshots
-            geometrically instead (after 64 deltas, then at versions 128, 256, ...),
-            so the bytes a run writes stay O(run) while reads replay up to about
-            half the run's deltas.
+            geometrically instead (after 64 deltas, then at versions 256, 1024, ...),
+            so the bytes a run writes stay O(run); the newest state is read from the
+            latest-state index, and reading an older version replays up to about
+            three quarters of the run's deltas.
     """
 
     checkpoint_every: int | str = 1

@@ -20,7 +20,10 @@ SLOW = {"SLEEP_AFTER_TOOL": "0.3"}  # the node keeps working: its outcome is flu
 # A busy machine can hold a fast node past the bound, so its outcome is flushed alone:
 # "outcome_rides" is armed with "before_outcome_flush" (both: not durable yet).
 RIDES = "outcome_rides"
-UNKNOWN = [("outcome_held", {}), (RIDES, {}), ("outcome_held", SLOW),
+# The checkpoint carrying the outcome is held with it, to ride the run's next commit
+# (here the DONE checkpoint): armed with "before_outcome_flush" too, like RIDES.
+HELD_CP = "checkpoint_held"
+UNKNOWN = [("outcome_held", {}), (RIDES, {}), (HELD_CP, {}), ("outcome_held", SLOW),
            ("before_outcome_flush", SLOW)]
 DURABLE = [("after_intent_completed", {}), ("after_intent_completed", SLOW)]
 APPS = [("tool_app.py", ()), ("async_tool_app.py", ("sync",)), ("async_tool_app.py", ("async",))]
@@ -34,7 +37,7 @@ def app(tmp_path, which, kind, *args, fault=None, env=None):
 
 def crash_then_resume(tmp_path, which, kind, point, env, mode="kill"):
     fault = f"{point}:1:{mode}"
-    if point == RIDES:
+    if point in (RIDES, HELD_CP):
         fault += f",before_outcome_flush:1:{mode}"
     out = app(tmp_path, which, kind, "start", "r1", fault=fault, env=env)
     assert out.returncode in (-9, 137), out.stderr

@@ -43,7 +43,7 @@ QUICK = ("after_pending_write:2", "before_commit:5", "after_commit:9", "after_ch
 LMDB_ONLY = {"during_map_growth", "during_compact_swap"}
 INTENT_POINTS = ("before_intent_prepared", "after_intent_prepared", "after_tool_effect",
                  "after_intent_completed")
-HELD_OUTCOME = (("outcome_held", {}), ("outcome_rides", {}),
+HELD_OUTCOME = (("outcome_held", {}), ("outcome_rides", {}), ("checkpoint_held", {}),
                 ("before_outcome_flush", {"SLEEP_AFTER_TOOL": "0.3"}))
 PAUSE_POINTS = ("after_pause_committed", "after_request_file")
 INBOX_POINTS = ("after_file_claimed", "after_decision_recorded")
@@ -139,8 +139,8 @@ def test_a_plain_call_with_an_unknown_outcome_waits_for_a_person_on_postgres(pg_
 @pytest.mark.parametrize(("point", "env"), [pytest.param(p, e, marks=pytest.mark.slow)
                                             for p, e in HELD_OUTCOME])
 def test_a_held_outcome_lost_in_memory_is_reconciled_on_postgres(pg_url, here, point, env):
-    fault = f"{point}:1:kill" + (",before_outcome_flush:1:kill" if point == "outcome_rides"
-                                 else "")
+    fault = f"{point}:1:kill" + (",before_outcome_flush:1:kill"
+                                 if point in ("outcome_rides", "checkpoint_held") else "")
     tool_app(pg_url, here, "reconciled", "start", fault=fault, env=env)
     run = tool_app(pg_url, here, "reconciled", "resume")
     assert run["status"] == Status.DONE and run["intents"][0]["via"] == "reconcile"

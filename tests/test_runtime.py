@@ -347,7 +347,7 @@ def test_join_waits_for_every_dependency_again_in_a_loop(engine):
 
 
 def test_default_full_snapshots_are_spaced_geometrically(engine):
-    """Default policy: bytes stay O(run) — fulls at v0, 64, 128, 256 on a 300-step run."""
+    """Default policy: bytes stay O(run) — fulls at v0, 64, 256 on a 300-step run."""
     flow = bide.Flow("geo")
 
     @flow.node(start=True)
@@ -358,6 +358,6 @@ def test_default_full_snapshots_are_spaced_geometrically(engine):
     flow.reducer("items", bide.append)
     engine.register(flow)
     run = engine.start("geo")
-    assert [c.version for c in engine.checkpoints(run.run_id) if c.full] == [0, 64, 128, 256]
+    assert [c.version for c in engine.checkpoints(run.run_id) if c.full] == [0, 64, 256]
     assert engine.state(run.run_id)["items"] == list(range(300))
     assert engine.state(run.run_id, version=200)["items"] == list(range(200))

@@ -79,8 +79,9 @@ with bide.open(home, durability="fast") as engine:
     engine.register(flow)
     if action == "start":
         run = engine.start("tools", run_id=run_id)
-    elif action == "resume":
-        run = engine.resume(run_id)
+    elif action == "resume":  # a run that ended in the commit the crash came after is as it is
+        run = engine.get(run_id)
+        run = run if run.status == bide.Status.DONE else engine.resume(run_id)
     else:
         decision = sys.argv[6]
         result = json.loads(sys.argv[7]) if len(sys.argv) > 7 else None

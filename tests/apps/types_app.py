@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
+import time
 import uuid
 from decimal import Decimal
 from zoneinfo import ZoneInfo
@@ -61,7 +63,10 @@ flow = bide.Flow("types")
 
 @flow.node(start=True)
 def make(state, ctx):
-    return {"v": KEPT, "from_tool": ctx.tool(echo, KEPT), "input_seen": state["given"]}
+    from_tool = ctx.tool(echo, KEPT)
+    if os.environ.get("SLEEP_AFTER_TOOL"):  # the outcome commits alone, then the checkpoint
+        time.sleep(float(os.environ["SLEEP_AFTER_TOOL"]))
+    return {"v": KEPT, "from_tool": from_tool, "input_seen": state["given"]}
 
 
 @flow.node(after=["make"])
