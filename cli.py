@@ -196,7 +196,12 @@ AGE = AgeParam()
 @click.group(cls=BideGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="bide")
 def main() -> None:
-    """bide: durable agent runs in a directory."""
+    """bide: durable agent runs in a directory.
+
+    The home is --home, else $BIDE_HOME, else ./.bide. Exit codes: 0 ok, 1 bad state,
+    2 usage, 3 not found, 4 (bide run) waits for a person, 130 Ctrl-C. With --json,
+    an error is one JSON object on stderr: {"error", "kind", "exit_code"}.
+    """
 
 
 # -- reading --------------------------------------------------------------------------
