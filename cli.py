@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 import click
 
@@ -57,7 +57,7 @@ from . import (
 )
 from . import compact as compact_home
 from . import open as open_home
-from .engine.render import (  # the one internal module the CLI uses: text for people
+from .engine.render import (  # text for people
     ago,
     clip,
     due_text,
@@ -70,6 +70,7 @@ from .engine.render import (  # the one internal module the CLI uses: text for p
     table,
     to_json,
 )
+from .engine.scripting import error_doc, iso_times, wants_json, who  # what scripts get
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -87,21 +88,38 @@ def exit_code(exc: BideError) -> int:
 
 
 class BideGroup(click.Group):
-    """Turns bide's errors into a message on stderr and a stable exit code."""
+    """Turns bide's errors into a message on stderr and a stable exit code; under
+    ``--json``, usage errors too, as one JSON object (``error``, ``kind``, ``exit_code``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        name = next((a for a in args if not a.startswith("-")), None)
+        cmd = self.commands.get(name or "")
+        ctx.meta["bide.json"] = cmd is not None and wants_json(args) and any(
+            isinstance(p, click.Option) and p.is_flag and "--json" in p.opts for p in cmd.params)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
+        as_json = bool(ctx.meta.get("bide.json"))
         try:
             return super().invoke(ctx)
         except BideError as exc:
-            _fail(exc, exit_code(exc))
+            _fail(str(exc), type(exc).__name__, exit_code(exc), as_json)
         except OSError as exc:  # a read-only home's inbox, or a directory we may not write
             if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise
-            _fail(OSError(f"cannot write {exc.filename}: {exc.strerror}"), EXIT_BAD_STATE)
+            _fail(f"cannot write {exc.filename}: {exc.strerror}", "OSError", EXIT_BAD_STATE,
+                  as_json)
+        except click.ClickException as exc:  # bad usage: click's own message unless --json
+            if not as_json:
+                raise
+            _fail(exc.format_message(), type(exc).__name__, exc.exit_code, as_json)
 
 
-def _fail(exc: BaseException, code: int) -> None:
-    click.echo(f"error: {exc}", err=True)
+def _fail(message: str, kind: str, code: int, as_json: bool) -> None:
+    if as_json:
+        click.echo(to_json(error_doc(message, kind, code), indent=None), err=True)
+    else:
+        click.echo(f"error: {message}", err=True)
     raise click.exceptions.Exit(code)
 
 
@@ -137,7 +155,7 @@ def _engine(home: Path) -> Engine:
 
 
 def _out(as_json: bool, data: Any, human: Callable[[], str]) -> None:
-    click.echo(to_json(data) if as_json else human())
+    click.echo(to_json(iso_times(data)) if as_json else human())
 
 
 class RunId(click.ParamType):
@@ -156,23 +174,34 @@ class RunId(click.ParamType):
 RUN_ID = RunId()
 
 
-@overload
-def _age_option(value: str) -> float: ...
-@overload
-def _age_option(value: str | None) -> float | None: ...
-def _age_option(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return parse_age(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+class AgeParam(click.ParamType):
+    """An age (``90s``, ``15m``, ``12h``, ``7d``, ``2w``) as seconds; a bad or negative one is
+    a usage error naming the option."""
+
+    name = "AGE"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return parse_age(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+AGE = AgeParam()
 
 
 @click.group(cls=BideGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="bide")
 def main() -> None:
-    """bide: durable agent runs in a directory."""
+    """bide: durable agent runs in a directory.
+
+    The home is --home, else $BIDE_HOME, else ./.bide. Exit codes: 0 ok, 1 bad state,
+    2 usage, 3 not found, 4 (bide run) waits for a person, 130 Ctrl-C. With --json,
+    an error is one JSON object on stderr: {"error", "kind", "exit_code"}.
+    """
 
 
 # -- reading --------------------------------------------------------------------------
@@ -267,7 +296,7 @@ def log(home: Path, as_json: bool, run_id: str, follow: bool, through_pauses: bo
     entries = engine.log(run_id)
     if as_json:
         for entry in entries:
-            click.echo(to_json(entry, indent=None))
+            click.echo(to_json(iso_times(entry), indent=None))
         return
     now = time.time()
     click.echo(table(["SEQ>", "TYPE", "BYTES>", "AGE", "WHAT~"],
@@ -294,7 +323,7 @@ def _follow(engine: Engine, run_id: str, as_json: bool, *, through_pauses: bool)
 def _event_line(event: Event, as_json: bool) -> str:
     """One event: its ``bide log --json`` object, or ``seq  time  type  what`` for people."""
     if as_json:
-        return to_json(event.to_dict(), indent=None)
+        return to_json(iso_times(event.to_dict()), indent=None)
     when = time.strftime("%H:%M:%S", time.localtime(event.at)) if event.at else "--:--:--"
     return f"{event.seq:>6}  {when}  {event.kind:<16}  {event.summary}"
 
@@ -316,7 +345,8 @@ def checkpoints(home: Path, as_json: bool, run_id: str) -> None:
 @main.command()
 @common_options
 @click.argument("run_id", metavar="RUN", type=RUN_ID)
-@click.option("--version", "version", type=int, help="A checkpoint's state_version "
+@click.option("--version", "version", type=click.IntRange(min=0),
+              help="A checkpoint's state_version "
               "(default: the latest).")
 @click.option("--key", help="Print only this state key's value.")
 def state(home: Path, as_json: bool, run_id: str, version: int | None, key: str | None) -> None:
@@ -338,8 +368,8 @@ def state(home: Path, as_json: bool, run_id: str, version: int | None, key: str 
 @main.command()
 @common_options
 @click.argument("run_id", metavar="RUN", type=RUN_ID)
-@click.argument("v1", type=int)
-@click.argument("v2", type=int)
+@click.argument("v1", type=click.IntRange(min=0))
+@click.argument("v2", type=click.IntRange(min=0))
 def diff(home: Path, as_json: bool, run_id: str, v1: int, v2: int) -> None:
     """Which state keys changed between versions V1 and V2, and how."""
     rows = _engine(home).diff(run_id, v1, v2)
@@ -455,13 +485,17 @@ def resume(home: Path, as_json: bool, app: str, run_id: str) -> None:
 @main.command()
 @common_options
 @app_option
-@click.option("--max-age", default="1d", show_default=True, metavar="AGE",
-              help="An orphan idle for longer than this is FAILED as expired, not resumed.")
+@click.option("--max-orphan-age", type=AGE, default="1d", show_default=True,
+              help="An orphan idle for longer than this is FAILED as expired, not resumed "
+                   "(the name `bide watch` uses too).")
+@click.option("--max-age", "old_max_age", type=AGE, hidden=True,
+              help="The old name of --max-orphan-age, kept for scripts.")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=5, show_default=True,
               help="An orphan whose workers died this often is FAILED, not retried.")
-def recover(home: Path, as_json: bool, app: str, max_age: str, max_attempts: int) -> None:
+def recover(home: Path, as_json: bool, app: str, max_orphan_age: float, max_attempts: int,
+            old_max_age: float | None = None) -> None:
     """Resume every pending, interrupted, decided or orphaned run. Exit 1 if any fails."""
-    age = _age_option(max_age)
+    age = max_orphan_age if old_max_age is None else old_max_age
     flows = load_flows(app)
     engine = _engine(home)
     engine.register(*flows)
@@ -492,7 +526,7 @@ def cancel(home: Path, as_json: bool, run_id: str, reason: str | None) -> None:
 @main.command()
 @common_options
 @click.argument("run_id", metavar="RUN", type=RUN_ID)
-@click.option("--version", "version", type=int, required=True,
+@click.option("--version", "version", type=click.IntRange(min=0), required=True,
               help="The checkpoint's state_version to start from.")
 @click.option("--as", "new_id", metavar="NEW", type=RUN_ID,
               help="The new run's id (default: RUN-fork-xxxxxx).")
@@ -540,7 +574,10 @@ def doctor(home: Path, as_json: bool, rebuild: bool) -> None:
           "their reasons)"] if refused else [])
     _out(as_json, {**report.to_dict(), "orphaned_runs": orphans,
                    "rejected_files": [r.name for r in refused]},
-         lambda: "\n".join([human(), *notes, *(f"warning: {w}" for w in report.warnings)]))
+         lambda: "\n".join([human(), *notes]))
+    if not as_json:  # under --json they are in the object's "warnings"
+        for warning in report.warnings:
+            click.echo(f"warning: {warning}", err=True)
     if not report.ok:
         raise click.exceptions.Exit(EXIT_BAD_STATE)
 
@@ -612,21 +649,20 @@ def _copy_text(r: CopyReport) -> str:
 @common_options
 @click.option("--keep", type=click.IntRange(min=1), default=1, show_default=True,
               help="Checkpoints to keep per run, with what they are read from.")
-@click.option("--finished-older-than", "older", metavar="AGE",
+@click.option("--finished-older-than", "older", type=AGE,
               help="Remove DONE/FAILED/CANCELLED runs idle for longer than AGE (e.g. 30d) whole.")
-@click.option("--files-older-than", "files_older", metavar="AGE",
+@click.option("--files-older-than", "files_older", type=AGE,
               help="Also remove files older than AGE (e.g. 30d): request files of decided "
                    "or finished runs, inbox/processed and inbox/rejected; never a request "
                    "that still waits.")
 @click.option("--dry-run", is_flag=True, help="Only report what would be removed.")
-def prune(home: Path, as_json: bool, keep: int, older: str | None, dry_run: bool,
-          files_older: str | None = None) -> None:
+def prune(home: Path, as_json: bool, keep: int, older: float | None, dry_run: bool,
+          files_older: float | None = None) -> None:
     """Remove old checkpoints and old finished runs; never what a run needs to resume."""
-    age = _age_option(older)
     engine = _engine(home)
-    report = engine.prune(keep=keep, finished_older_than=age, dry_run=dry_run)
+    report = engine.prune(keep=keep, finished_older_than=older, dry_run=dry_run)
     if files_older is not None:
-        files = HomeFiles(engine).prune(_age_option(files_older), dry_run=dry_run)
+        files = HomeFiles(engine).prune(files_older, dry_run=dry_run)
         _out(as_json, {**report.to_dict(), "files": files.to_dict()},
              lambda: _prune_text(report, dry_run) + "\n" + _files_text(files, dry_run))
         return
@@ -679,8 +715,12 @@ def compact(home: Path, as_json: bool, keep_old: bool) -> None:
 @click.option("-o", "--output", type=click.File("w"), default="-", help="Write here (default: "
               "stdout).")
 def export(home: Path, as_json: bool, run_id: str, fmt: str, output: Any) -> None:
-    """Everything stored about a run, as one JSON document (for a bug report)."""
-    output.write(to_json(_engine(home).export(run_id)) + "\n")
+    """Everything stored about a run, as one JSON document (for a bug report).
+
+    The document is JSON with or without --json; --json is accepted (old scripts pass it)
+    and makes errors JSON objects too, as on every command.
+    """
+    output.write(to_json(iso_times(_engine(home).export(run_id))) + "\n")
 
 
 @main.command()
@@ -736,7 +776,8 @@ def _expires(row: dict[str, Any], now: float) -> str:
 @main.command()
 @click.argument("approval_id", metavar="APPROVAL")
 @click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
-              show_default=True, help="The bide home directory, or a postgresql:// URL.")
+              show_default=True, show_envvar=True,
+              help="The bide home directory, or a postgresql:// URL.")
 @click.option("--reject", is_flag=True, help="Reject instead of approve.")
 @click.option("--decision", type=click.Choice([d.value for d in Decision
                                                if d not in (Decision.ANSWER,
@@ -744,7 +785,8 @@ def _expires(row: dict[str, Any], now: float) -> str:
               help="Any allowed decision: approve/reject for an approval, "
                    "mark_done/retry/abort for a reconciliation (a question: bide answer, "
                    "or --reject to decline it).")
-@click.option("--by", help="Who decides (recorded).")
+@click.option("--by", default=who, show_default="your login name",
+              help="Who decides (recorded).")
 @click.option("--reason", help="Why (recorded).")
 @click.option("--result", help="JSON result for mark_done (what the node receives).")
 @click.option("--approval-key-file", "--key-file", "key_file",
@@ -755,9 +797,10 @@ def _expires(row: dict[str, Any], now: float) -> str:
               help="Drop the decision file into this directory (the one a watcher serves "
                    "with --inbox); with a postgresql:// home, a file there instead of a "
                    "record in the database.")
-def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by: str | None,
+@click.option("--json", "as_json", is_flag=True, help="Print the recorded decision as JSON.")
+def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by: str,
             reason: str | None, result: str | None, key_file: Path | None,
-            inbox: Path | None) -> None:
+            inbox: Path | None, as_json: bool) -> None:
     """Decide: drop a decision file into the inbox (the same door people and programs
     use), or, on a postgresql:// home, record the decision in the database at once.
 
@@ -773,37 +816,40 @@ def approve(approval_id: str, home: Path, reject: bool, decision: str | None, by
         raise click.UsageError(f"--result goes with --decision mark_done only, not {chosen}")
     value = None if result is None else _json_arg(result)
     _deliver(home, inbox, approval_id, chosen, by=by, reason=reason, result=value,
-             key_file=key_file)
+             key_file=key_file, as_json=as_json)
 
 
 def _deliver(home: Path, inbox: Path | None, approval_id: str, decision: str, *,
-             by: str | None, reason: str | None, result: Any, key_file: Path | None) -> None:
+             by: str, reason: str | None, result: Any, key_file: Path | None,
+             as_json: bool) -> None:
     """``approve`` and ``answer``: a checked decision file dropped into the inbox, or on
     a postgresql:// home (without --inbox) the decision recorded in the database."""
     eng = open_home(home, create=False, inbox=inbox)
     click.get_current_context().call_on_close(eng.close)
     key = read_approval_key(key_file) if key_file else None
-    how: dict[str, Any] = {"by": by or os.environ.get("USER"), "reason": reason,
+    how: dict[str, Any] = {"by": by, "reason": reason,
                            "result": result, "key": key}
     try:
         done = eng.deliver_decision(approval_id, decision, **how) if inbox is None else \
             {"file": str(eng.drop_decision(approval_id, decision, **how))}
     except (ApprovalKeyError, DecisionNotAllowed) as exc:
         raise click.UsageError(str(exc)) from None
-    if done["file"] is not None:
-        click.echo(f"{decision} for {approval_id} dropped into the inbox: "
-                   f"{Path(done['file']).name}", err=True)
-    else:
-        click.echo(f"{decision} for {approval_id} recorded in {done['home']}: a watcher "
-                   f"resumes run {done['run_id']}", err=True)
+    doc = {"approval_id": approval_id, "decision": decision, "by": by, "reason": reason,
+           "run_id": done.get("run_id"), "file": done["file"], "home": done.get("home")}
+    _out(as_json, doc, lambda: f"{decision} for {approval_id} dropped into the inbox: "
+         f"{Path(done['file']).name}" if done["file"] is not None else
+         f"{decision} for {approval_id} recorded in {done['home']}: a watcher "
+         f"resumes run {done['run_id']}")
 
 
 @main.command()
 @click.argument("approval_id", metavar="QUESTION")
 @click.argument("value_json", metavar="VALUE_JSON")
 @click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
-              show_default=True, help="The bide home directory, or a postgresql:// URL.")
-@click.option("--by", help="Who answers (recorded).")
+              show_default=True, show_envvar=True,
+              help="The bide home directory, or a postgresql:// URL.")
+@click.option("--by", default=who, show_default="your login name",
+              help="Who answers (recorded).")
 @click.option("--reason", help="Why (recorded).")
 @click.option("--approval-key-file", "--key-file", "key_file",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -812,8 +858,9 @@ def _deliver(home: Path, inbox: Path | None, approval_id: str, decision: str, *,
 @click.option("--inbox", type=click.Path(file_okay=False, path_type=Path),
               help="Drop the answer file into this directory (the one a watcher serves "
                    "with --inbox).")
-def answer(approval_id: str, value_json: str, home: Path, by: str | None, reason: str | None,
-           key_file: Path | None, inbox: Path | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the recorded answer as JSON.")
+def answer(approval_id: str, value_json: str, home: Path, by: str, reason: str | None,
+           key_file: Path | None, inbox: Path | None, as_json: bool) -> None:
     """Answer a question a run asked (ctx.ask) with a JSON value: an answer file dropped
     into the inbox, or, on a postgresql:// home, recorded in the database at once.
 
@@ -822,7 +869,7 @@ def answer(approval_id: str, value_json: str, home: Path, by: str | None, reason
     reason and nothing is written. To decline a question: bide approve ID --reject.
     """
     _deliver(home, inbox, approval_id, Decision.ANSWER, by=by, reason=reason,
-             result=_json_arg(value_json), key_file=key_file)
+             result=_json_arg(value_json), key_file=key_file, as_json=as_json)
 
 
 @main.command("signal")
@@ -831,8 +878,10 @@ def answer(approval_id: str, value_json: str, home: Path, by: str | None, reason
 @click.option("--data", "data_json", metavar="JSON", help="The signal's data (JSON; "
               "default null): what ctx.wait_for(NAME) returns.")
 @click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
-              show_default=True, help="The bide home directory, or a postgresql:// URL.")
-@click.option("--by", help="Who sends it (recorded).")
+              show_default=True, show_envvar=True,
+              help="The bide home directory, or a postgresql:// URL.")
+@click.option("--by", default=who, show_default="your login name",
+              help="Who sends it (recorded).")
 @click.option("--approval-key-file", "--key-file", "key_file",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Sign the signal file with this HMAC key (needed when the home requires "
@@ -840,8 +889,9 @@ def answer(approval_id: str, value_json: str, home: Path, by: str | None, reason
 @click.option("--inbox", type=click.Path(file_okay=False, path_type=Path),
               help="Drop the signal file into this directory (the one a watcher serves "
                    "with --inbox).")
-def signal_cmd(run_id: str, name: str, data_json: str | None, home: Path, by: str | None,
-               key_file: Path | None, inbox: Path | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the recorded signal as JSON.")
+def signal_cmd(run_id: str, name: str, data_json: str | None, home: Path, by: str,
+               key_file: Path | None, inbox: Path | None, as_json: bool) -> None:
     """Send signal NAME to a run (ctx.wait_for): a signal file dropped into the inbox, or,
     on a postgresql:// home, recorded in the database at once. A run not waiting yet
     keeps it for its next wait; a DONE or CANCELLED run refuses it."""
@@ -850,14 +900,14 @@ def signal_cmd(run_id: str, name: str, data_json: str | None, home: Path, by: st
     click.get_current_context().call_on_close(eng.close)
     key = read_approval_key(key_file) if key_file else None
     try:
-        done = eng.deliver_signal(run_id, name, data, by=by or os.environ.get("USER"), key=key)
+        done = eng.deliver_signal(run_id, name, data, by=by, key=key)
     except ApprovalKeyError as exc:
         raise click.UsageError(str(exc)) from None
-    if done["file"] is not None:
-        click.echo(f"signal {name!r} for run {run_id} dropped into the inbox: "
-                   f"{Path(done['file']).name}", err=True)
-    else:
-        click.echo(f"signal {name!r} recorded for run {run_id} in {done['home']}", err=True)
+    doc = {"run_id": run_id, "signal": name, "by": by, "file": done["file"],
+           "home": done.get("home")}
+    _out(as_json, doc, lambda: f"signal {name!r} for run {run_id} dropped into the inbox: "
+         f"{Path(done['file']).name}" if done["file"] is not None else
+         f"signal {name!r} recorded for run {run_id} in {done['home']}")
 
 
 @main.command("schedule")
@@ -927,19 +977,26 @@ def _json_arg(text: str) -> Any:
 @main.command()
 @click.argument("flow_name", metavar="FLOW")
 @click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
-              show_default=True, help="The bide home directory (created if missing).")
+              show_default=True, show_envvar=True,
+              help="The bide home directory (created if missing).")
 @click.option("--input", "input_json", default="{}", help="The run's input, as a JSON object.")
 @click.option("--run-id", type=RUN_ID, help="The run id (generated when absent).")
 @click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
               help="Where the flow is defined (a Flow, or a list or tuple of Flows).")
+@click.option("--json", "as_json", is_flag=True, help="Print the run id and status as JSON.")
 def submit(flow_name: str, home: Path, input_json: str, run_id: str | None,
-           apps: tuple[str, ...]) -> None:
-    """Record a PENDING run and return at once; `bide watch` runs it."""
+           apps: tuple[str, ...], as_json: bool) -> None:
+    """Record a PENDING run and return at once; `bide watch` runs it. Prints its id.
+
+    Exit 3 when no --app defines FLOW.
+    """
     data = _input_object(input_json)
     with open_home(home) as eng:
         for spec in apps:
             eng.register(*load_flows(spec))
-        click.echo(eng.submit(flow_name, input=data, run_id=run_id))
+        new = eng.submit(flow_name, input=data, run_id=run_id)
+        doc = {"run_id": new, "flow": flow_name, "status": Status.PENDING}
+        _out(as_json, doc, lambda: new)
 
 
 def _input_object(text: str) -> dict[str, Any]:
@@ -956,8 +1013,8 @@ EXIT_PAUSED = 4  # bide run: the run waits for a person (decide, then resume or 
 @main.command("run")
 @click.argument("flow_name", metavar="FLOW")
 @click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
-              show_default=True, help="The bide home directory (created if missing), or a "
-                                      "postgresql:// URL.")
+              show_default=True, show_envvar=True,
+              help="The bide home directory (created if missing), or a postgresql:// URL.")
 @click.option("--input", "input_json", default="{}", help="The run's input, as a JSON object.")
 @click.option("--run-id", type=RUN_ID, help="The run id (generated when absent).")
 @click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
@@ -985,7 +1042,7 @@ def run_flow(flow_name: str, home: Path, input_json: str, run_id: str | None,
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
         doc = {"run_id": run.run_id, "status": run.status, "state_version": run.state_version,
                "state": run.state, "waiting": run.waiting, "error": run.error}
-        click.echo(to_json(doc, indent=None) if as_json else _outcome_text(doc))
+        click.echo(to_json(iso_times(doc), indent=None) if as_json else _outcome_text(doc))
     if stopped:
         raise click.exceptions.Exit(EXIT_INTERRUPTED)
     if run.status == Status.DONE:
@@ -1173,7 +1230,8 @@ def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 
 @main.command()
 @click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
-              show_default=True, help="The bide home directory (created if missing).")
+              show_default=True, show_envvar=True,
+              help="The bide home directory (created if missing).")
 @click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
               help="Flows to run (a Flow, or a list or tuple of Flows); repeat for more.")
 @click.option("--once", is_flag=True, help="Process what is there now, then exit.")
@@ -1186,7 +1244,8 @@ def _flow_limits(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 @click.option("--requests", type=click.Path(file_okay=False, path_type=Path),
               help="Write request files to this directory  [default: HOME/requests; with a "
                    "postgresql:// home, none]")
-@click.option("--log-json", is_flag=True, help="Log one JSON object per line (ts, event, "
+@click.option("--log-json", "--json", "log_json", is_flag=True,
+              help="Log one JSON object per line (ts, event, "
               "run_id, flow, status, reason...).")
 @click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write this file once serving (removed when stopping); with "
@@ -1242,6 +1301,12 @@ main.add_command(bench)
 from .bench.torture import torture  # noqa: E402 - registered last, like bench
 
 main.add_command(torture)
+
+NO_HOME_ENV = ("It does not read $BIDE_HOME: the directories it uses are named on its "
+               "command line (or are temporary).")
+for _command in main.commands.values():  # every --help says how BIDE_HOME applies
+    if not any(getattr(p, "envvar", None) == "BIDE_HOME" for p in _command.params):
+        _command.epilog = NO_HOME_ENV
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@
     │   └── CopyRefused            bide copy: destination not empty, a run leased... (Conflict)
     ├── ConfigError                bide.toml, or a setting, is not usable; names file, key, line
     ├── FlowError                  flow definition or flow/run mismatch; ``flow``, ``node``
-    │   ├── UnknownFlow            this process serves no flow of that name
+    │   ├── UnknownFlow            this process serves no flow of that name   (NotFound)
     │   ├── FlowMismatch           a node the run needs no longer exists
     │   └── ReducerConflict        two parallel writes to a key without a reducer
     ├── RunError
@@ -249,7 +249,7 @@ class FlowError(BideError):
         super().__init__(message)
 
 
-class UnknownFlow(FlowError):
+class UnknownFlow(FlowError, NotFound):
     def __init__(self, name: str, known: list[str]) -> None:
         self.name, self.known = name, known
         super().__init__(f"unknown flow {name!r}; registered: {sorted(known) or 'none'}",

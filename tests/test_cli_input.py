@@ -131,12 +131,18 @@ JSON_COMMANDS = [
     ["schedule", "odd-2", "odd", "--every", "60", "--input", '{"seed": NaN}'], ["schedules"],
     ["unschedule", "odd-beat"],
     ["config"], ["inbox"], ["prune", "--dry-run", "--files-older-than", "0"],
+    ["approve", "{approval}"], ["signal", "r-odd", "go", "--data", '{"x": NaN}'],
+    ["submit", "odd", "--app", "cli_input_app:odd", "--input", '{"seed": Infinity}'],
 ]
 LINES = {"log", "run"}  # JSON lines: one object per record (run: then the outcome)
 
 
 @pytest.mark.parametrize("argv", JSON_COMMANDS, ids=lambda a: "-".join(a[:1] + a[2:3]))
 def test_every_json_output_is_strict_json(odd_home: Path, argv: list[str]) -> None:
+    if "{approval}" in argv:
+        with bide.open(odd_home, create=False) as e:
+            approval = e.get("r-odd").waiting["approval_id"]
+        argv = [approval if a == "{approval}" else a for a in argv]
     result = invoke(odd_home, *argv, *([] if argv[0] == "export" else ["--json"]))
     assert result.exit_code == (4 if argv[0] == "run" else 0), result.output  # run: paused
     if argv[0] in LINES:
@@ -149,7 +155,8 @@ def test_every_json_output_is_strict_json(odd_home: Path, argv: list[str]) -> No
 def test_every_command_with_json_is_checked_for_strict_json() -> None:
     has_json = {name for name, cmd in main.commands.items()
                 if any(p.name == "as_json" for p in cmd.params)}
-    checked_elsewhere = {"copy"}  # two homes, no --home: tests/test_copy.py
+    checked_elsewhere = {"copy",  # two homes, no --home: tests/test_copy.py
+                         "answer"}  # needs a question: tests/test_cli_script.py
     assert has_json == {argv[0] for argv in JSON_COMMANDS} - {"export"} | {"export"} \
         | checked_elsewhere
 

@@ -63,9 +63,10 @@ def test_conflict_category(cls):
 def test_categories_do_not_change_exit_codes():
     """The CLI's one table gives the same codes the class-by-class list gave."""
     found = [bide.UnknownRun("r"), bide.UnknownApproval("a"), bide.NotAHome("/x", "why"),
-             bide.UnknownVersion("r", 3, [1]), bide.UnknownKey("r", "k", 1)]
+             bide.UnknownVersion("r", 3, [1]), bide.UnknownKey("r", "k", 1),
+             bide.UnknownFlow("f", [])]  # issue 17.4: `submit` of an unknown flow exits 3
     assert {cli.exit_code(e) for e in found} == {cli.EXIT_NOT_FOUND}
-    bad_state = [bide.UnknownFlow("f", []), bide.UnknownStatus("x", ["DONE"]),
+    bad_state = [bide.UnknownStatus("x", ["DONE"]),
                  bide.RunExists("r"), bide.StoreError("s"), bide.NodeFailed("r", "n", "e"),
                  bide.CorruptRecord(b"k", "crc")]
     assert {cli.exit_code(e) for e in bad_state} == {cli.EXIT_BAD_STATE}

@@ -24,6 +24,7 @@ import bide
 import pytest
 from bide import Event, Status
 from bide.engine.render import to_json
+from bide.engine.scripting import iso_times
 from conftest import APPS, count_lines
 from polling import wait_for
 
@@ -135,8 +136,8 @@ class Follower:
 
 
 def dicts(events: list[Event]) -> list[dict[str, Any]]:
-    """The events as ``--json`` prints them (JSON has no tuples)."""
-    return [json.loads(to_json(e.to_dict(), indent=None)) for e in events]
+    """The events as ``--json`` prints them (JSON has no tuples; times are ISO-8601)."""
+    return [json.loads(to_json(iso_times(e.to_dict()), indent=None)) for e in events]
 
 
 def test_a_commit_in_another_process_wakes_the_follow(place):

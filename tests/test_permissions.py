@@ -118,5 +118,6 @@ def test_doctor_warns_when_others_can_write_the_home_or_inbox(tmp_path: Path) ->
     assert "the home" in warnings[0] and "its group and anyone" in warnings[0]
     assert "inbox/" in warnings[1] and "its group" in warnings[1]
     assert "requests/" in warnings[2] and "readable by anyone" in warnings[2]
-    text = CliRunner().invoke(main, ["doctor", "--home", str(home)]).stdout
-    assert text.count("warning: ") == 3 and "chmod 700" in text
+    human = CliRunner().invoke(main, ["doctor", "--home", str(home)])
+    assert human.stderr.count("warning: ") == 3 and "chmod 700" in human.stderr
+    assert "warning: " not in human.stdout  # warnings on stderr, the report on stdout

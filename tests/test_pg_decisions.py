@@ -331,7 +331,7 @@ def test_watch_inbox_and_requests_options_on_a_directory_home(tmp_path: Path,
     assert f"into {drop}" in body["how_to_decide"]
     approved = CliRunner().invoke(main, ["approve", body["approval_id"], "--home", str(home),
                                          "--inbox", str(drop)])
-    assert approved.exit_code == 0 and "dropped into the inbox" in approved.stderr
+    assert approved.exit_code == 0 and "dropped into the inbox" in approved.stdout
     assert not [p for p in (home / "inbox").iterdir() if p.is_file()]  # only where asked
     out = CliRunner().invoke(main, watch)
     assert out.exit_code == 0 and "r1: DONE" in out.output, out.output
@@ -407,7 +407,7 @@ def test_a_killed_approve_records_all_or_nothing_and_can_be_run_again(
         assert again.returncode == EXIT_BAD_STATE, again.stderr
         assert "already decided 'approve' by ann" in again.stderr
     else:
-        assert again.returncode == 0 and "recorded" in again.stderr, again.stderr
+        assert again.returncode == 0 and "recorded" in again.stdout, again.stderr
     assert records(world, "approval_decided") == 1
     assert world.resume("r-waiting").status == bide.Status.DONE
 

@@ -4,6 +4,7 @@ that what they record is what the engine reads."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 import time
@@ -46,7 +47,9 @@ def test_schedule_list_and_unschedule(home):
     rows = json.loads(cli(home, "schedules", "--json").stdout)
     assert [(r["name"], r["input"], r["catch_up"]) for r in rows] == [
         ("beat", {"n": 2}, False), ("nightly", {}, True)]
-    assert rows[0]["next_due"] % 5 == 0 and rows[0]["next_due"] > time.time() - 5
+    next_due = datetime.datetime.fromisoformat(rows[0]["next_due"])  # ISO-8601, UTC offset
+    assert next_due.utcoffset() == datetime.timedelta(0)
+    assert next_due.timestamp() % 5 == 0 and next_due.timestamp() > time.time() - 5
     assert cli(home, "unschedule", "beat").stdout == "schedule beat removed\n"
     gone = cli(home, "unschedule", "beat")
     assert gone.exit_code == 3 and "no schedule named 'beat'" in gone.stderr
@@ -71,5 +74,5 @@ def test_a_bad_spec_is_a_usage_error_and_records_nothing(home, argv, says):
 
 def test_app_checks_the_flow(home):
     result = cli(home, "schedule", "x", "nope", "--every", "5", "--app", "schedule_app:flow")
-    assert result.exit_code == 1 and "unknown flow 'nope'" in result.stderr
+    assert result.exit_code == 3 and "unknown flow 'nope'" in result.stderr  # not found
     assert cli(home, "schedules").stdout == "no schedules\n"
