@@ -41,7 +41,7 @@ from .errors import UnknownVersion as UnknownVersion  # its old home, still impo
 from .index import RunHead
 from .planned import sends_of
 from .render import clip, due_text, first_line, preview, size
-from .run_view import RunView, owner_alive
+from .run_view import RunView, owner_alive, status_reason
 from .send import labels_of, next_labels
 from .state import materialize
 from .store import Reader
@@ -162,7 +162,7 @@ def show(engine: Engine, run_id: str, *, now: float | None = None) -> dict[str, 
         "policy": dict(head.policy),
         "lease": lease,
         "error": head.error,
-        "reason": head.reason,
+        "reason": status_reason(head),
         "node": head.node,
         "superstep": head.superstep,
         "attempts": head.attempts,

@@ -43,7 +43,7 @@ from .permissions import private_dir
 from .planned import holder, next_of, sends_of
 from .policy import Policy
 from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
-from .run_view import RunView, ended
+from .run_view import RESUMED, STARTED, RunView, ended
 from .runs import CheckpointInfo, Run, check_run_id, run_records
 from .schedules import Schedule
 from .state import materialize
@@ -336,7 +336,8 @@ class Engine(Surface):
                 expires_at=now + self.lease_ttl,
                 attempts=head.attempts + (1 if orphaned else 0), at=now)]
             if head.status != Status.RUNNING or head.reason == BLOCKED:
-                records.append(StatusChanged(run_id=run_id, status=Status.RUNNING, reason="resumed",
+                why = STARTED if head.status == Status.PENDING else RESUMED
+                records.append(StatusChanged(run_id=run_id, status=Status.RUNNING, reason=why,
                                              at=now))
             return records
 
