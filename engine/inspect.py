@@ -38,6 +38,7 @@ from . import children, signals
 from .errors import LangGraphThread, UnknownRun
 from .errors import UnknownKey as UnknownKey  # its old home: `inspect.UnknownKey` keeps working
 from .errors import UnknownVersion as UnknownVersion  # its old home, still imported from here
+from .in_doubt import waiting_with_preview
 from .index import RunHead
 from .planned import sends_of
 from .render import clip, due_text, first_line, preview, size
@@ -150,13 +151,14 @@ def show(engine: Engine, run_id: str, *, now: float | None = None) -> dict[str, 
         lease = lease_of(r, head, now)
         pending = {} if head.flow == LANGGRAPH_FLOW else pending_writes(r, head)
         kin = children.family(r, head.run_id)
+        waiting = waiting_with_preview(r, head.run_id, head.waiting)
     return {
         "run_id": head.run_id,
         "state_version": head.state_version,
         "status": head.status,
         "committed": list(head.committed),
         "pending_writes": pending,
-        "waiting": head.waiting,
+        "waiting": waiting,
         "flow": head.flow,
         "fingerprint": head.fingerprint,
         "policy": dict(head.policy),

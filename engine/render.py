@@ -60,6 +60,17 @@ def due_text(until: float | None, now: float) -> str:
     return f"until {when} (in {span(delta)})"
 
 
+def expiry_text(expires_at: float | None, now: float) -> str:
+    """When a request expires, absolute and relative: ``2026-12-01T05:30:00+00:00 (in 5m)``;
+    ``... (EXPIRED 2m ago)`` once past (a decision for it is refused); ``never``."""
+    if expires_at is None:
+        return "never"
+    when = datetime.datetime.fromtimestamp(expires_at).astimezone().isoformat(timespec="seconds")
+    if expires_at <= now:
+        return f"{when} (EXPIRED {span(now - expires_at)} ago)"
+    return f"{when} (in {span(expires_at - now)})"
+
+
 def span(seconds: float) -> str:
     """A duration in its largest sensible unit: ``42s``, ``3m``, ``5h``, ``2d``."""
     for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
