@@ -309,11 +309,13 @@ def checkpoints(home: Path, as_json: bool, run_id: str) -> None:
     """The run's checkpoints: version, superstep, status, committed nodes, bytes."""
     rows = _engine(home).checkpoint_rows(run_id)
     now = time.time()
-    _out(as_json, rows, lambda: table(
+    notes = [f"* {c['note']} (seq {c['seq']})" for c in rows if c["note"]]
+    _out(as_json, rows, lambda: "\n\n".join([table(
         ["VER>", "STEP>", "STATUS", "KIND", "COMMITTED~", "NEXT~", "BYTES>", "AGE"],
-        [[c["version"], c["superstep"], c["status"], "full" if c["full"] else "delta",
-          ",".join(c["committed"]) or "-", ",".join(c["next"]) or "-", size(c["bytes"]),
-          ago(c["at"], now)] for c in rows]))
+        [[f"{c['version']}{'*' if c['note'] else ''}", c["superstep"], c["status"],
+          "full" if c["full"] else "delta", ",".join(c["committed"]) or "-",
+          ",".join(c["next"]) or "-", size(c["bytes"]), ago(c["at"], now)] for c in rows]),
+        *(["\n".join(notes)] if notes else [])]))
 
 
 @main.command()

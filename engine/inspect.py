@@ -279,9 +279,29 @@ def checkpoints(engine: Engine, run_id: str) -> list[dict[str, Any]]:
     """Each checkpoint: version, superstep, status, full/delta, committed, next, bytes."""
     with engine.store.reader() as r:
         bide_head(r, run_id, "checkpoints")
-    return [{"seq": c.seq, "version": c.version, "superstep": c.superstep, "status": c.status,
-             "full": c.full, "committed": c.committed, "next": c.next, "bytes": c.bytes,
-             "at": c.at} for c in engine.checkpoints(run_id)]
+    rows: list[dict[str, Any]] = []
+    for c in engine.checkpoints(run_id):
+        before = rows[-1] if rows else None
+        rows.append({"seq": c.seq, "version": c.version, "superstep": c.superstep,
+                     "status": c.status, "full": c.full, "committed": c.committed,
+                     "next": c.next, "bytes": c.bytes, "at": c.at,
+                     "note": repeat_note(before, c.version, c.status)})
+    return rows
+
+
+def repeat_note(before: dict[str, Any] | None, version: int, status: str) -> str | None:
+    """Why a version is listed again (None: it is not).
+
+    A version counts changes of the state, not checkpoints: a superstep that
+    pauses, is interrupted or fails before it changes anything is checkpointed
+    again at the version it started from, to record the run's new status.
+    """
+    if before is None or before["version"] != version:
+        return None
+    if before["status"] == status:
+        return f"version {version} again: the same state, checkpointed again"
+    return (f"version {version} again: the same state, checkpointed again when the run "
+            f"went from {before['status']} to {status}")
 
 
 def version_seq(reader: Reader, run_id: str, version: int | None) -> tuple[int, int]:

@@ -35,3 +35,22 @@ def test_a_submitted_run_is_started_not_resumed(engine) -> None:
     assert moves(engine, "r-1")[-1] == ("RUNNING", "resumed")
     shown = engine.show("r-1")
     assert shown["status"] == "DONE" and shown["reason"] is None
+
+
+def test_checkpoints_explain_a_version_listed_twice(engine, home) -> None:
+    from bide.cli import main
+    from click.testing import CliRunner
+
+    engine.register(incident_app.flow)
+    run = engine.start("incident", input={"query": "disk full"}, run_id="r-2")
+    engine.decide(run.waiting["approval_id"], "approve", by="alice")
+    assert engine.resume("r-2").status == "DONE"
+    rows = engine.checkpoint_rows("r-2")
+    versions = [r["version"] for r in rows]
+    assert len(versions) > len(set(versions))  # the pause checkpoints its version again
+    (again,) = [r for r in rows if r["note"]]
+    assert "went from RUNNING to WAITING_APPROVAL" in again["note"]
+    assert [r["note"] for r in rows if r is not again] == [None] * (len(rows) - 1)
+    engine.close()  # the CLI opens the home itself
+    out = CliRunner().invoke(main, ["checkpoints", "--home", str(home), "r-2"]).output
+    assert f"{again['version']}*" in out and f"* {again['note']} (seq {again['seq']})" in out
