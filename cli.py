@@ -61,6 +61,7 @@ from .engine.render import (  # text for people
     ago,
     clip,
     due_text,
+    expiry_text,
     fields,
     first_line,
     parse_age,
@@ -248,6 +249,8 @@ def _show_text(d: dict[str, Any], now: float) -> str:
         f"{' '.join(filter(None, (waiting.get('type'), waiting.get('approval_id'))))} in node "
         f"{waiting.get('item') or waiting.get('node_id')}"  # a Send task: search[3]
         + (f": {waiting['question']}" if waiting.get("question") else "")
+        + (f": {waiting['tool']}({waiting['args_preview']})"  # a call in doubt
+           if waiting.get("args_preview") is not None else "")
         + (f": {waiting['name']!r}" if waiting.get("name") else "")  # a signal
         + (f": run {waiting['run_id']}" if waiting.get("type") == "child" else "")
         + (f" {due_text(waiting['until'], now)}" if waiting.get("until") else ""))
@@ -335,11 +338,13 @@ def checkpoints(home: Path, as_json: bool, run_id: str) -> None:
     """The run's checkpoints: version, superstep, status, committed nodes, bytes."""
     rows = _engine(home).checkpoint_rows(run_id)
     now = time.time()
-    _out(as_json, rows, lambda: table(
+    notes = [f"* {c['note']} (seq {c['seq']})" for c in rows if c["note"]]
+    _out(as_json, rows, lambda: "\n\n".join([table(
         ["VER>", "STEP>", "STATUS", "KIND", "COMMITTED~", "NEXT~", "BYTES>", "AGE"],
-        [[c["version"], c["superstep"], c["status"], "full" if c["full"] else "delta",
-          ",".join(c["committed"]) or "-", ",".join(c["next"]) or "-", size(c["bytes"]),
-          ago(c["at"], now)] for c in rows]))
+        [[f"{c['version']}{'*' if c['note'] else ''}", c["superstep"], c["status"],
+          "full" if c["full"] else "delta", ",".join(c["committed"]) or "-",
+          ",".join(c["next"]) or "-", size(c["bytes"]), ago(c["at"], now)] for c in rows]),
+        *(["\n".join(notes)] if notes else [])]))
 
 
 @main.command()
@@ -760,17 +765,23 @@ def pending(home: Path, as_json: bool) -> None:
     rows = _engine(home).pending()
     now = time.time()
     _out(as_json, rows, lambda: table(
-        ["approval", "run", "kind", "node", "action", "asked", "expires"],
-        [[r["approval_id"] or "-", r["run_id"], r["kind"], r["node"], clip(r["action"], 30),
+        ["approval", "run", "kind", "node", "action~", "asked", "expires"],
+        [[r["approval_id"] or "-", r["run_id"], r["kind"], r["node"], _action(r),
           ago(r["requested_at"], now), _expires(r, now)] for r in rows])
         if rows else "nothing waits")
 
 
+def _action(row: dict[str, Any]) -> str:
+    """What is asked; for a call in doubt, with the call's arguments (``charge(5)``)."""
+    shown = row.get("args_preview")
+    return clip(row["action"], 30) + (f" ({shown})" if shown else "")
+
+
 def _expires(row: dict[str, Any], now: float) -> str:
-    """A request's deadline; a timer's due time (``in 3s``, ``overdue 2m``)."""
+    """A request's deadline, absolute and relative (EXPIRED once past); a timer's due time."""
     if row.get("until") is not None:
         return due_text(row["until"], now).partition(" (")[2].rstrip(")")
-    return ago(row["expires_at"], now) if row["expires_at"] else "never"
+    return expiry_text(row["expires_at"], now)
 
 
 @main.command()

@@ -413,13 +413,14 @@ class _ToolCall:
         # one request per attempt in doubt: a "retry" that dies again asks again
         aid = approval_id(self.ctx.run_id, self.ctx.task_id, self.index,
                           kind=f"reconcile@{known.attempts}")
+        shown = _preview(self.args, self.kwargs)  # what the decider judges by, as bide log
         waiting = {"type": "reconciliation", "node_id": self.ctx.node, "approval_id": aid,
-                   "tool": self.t.name, "intent": self.key}
+                   "tool": self.t.name, "intent": self.key, "args_preview": shown}
         with self.scope.reader() as r:
             if r.approval(aid) is not None:
                 raise Paused(waiting, [])  # already asked; still undecided
         payload = {"tool": self.t.name, "intent": self.key, "idempotency_key": self.idem,
-                   "args_digest": self.digest, "attempts": known.attempts,
+                   "args_digest": self.digest, "args_preview": shown, "attempts": known.attempts,
                    "reconcile_error": reconcile_error}
         raise Paused(waiting, [ApprovalRequested(
             run_id=self.ctx.run_id, approval_id=aid, kind="reconciliation", node=self.ctx.node,

@@ -38,10 +38,11 @@ from . import children, signals
 from .errors import LangGraphThread, UnknownRun
 from .errors import UnknownKey as UnknownKey  # its old home: `inspect.UnknownKey` keeps working
 from .errors import UnknownVersion as UnknownVersion  # its old home, still imported from here
+from .in_doubt import waiting_with_preview
 from .index import RunHead
 from .planned import sends_of
 from .render import clip, due_text, first_line, preview, size
-from .run_view import RunView, owner_alive
+from .run_view import RunView, owner_alive, status_reason
 from .send import labels_of, next_labels
 from .state import materialize
 from .store import Reader
@@ -150,19 +151,20 @@ def show(engine: Engine, run_id: str, *, now: float | None = None) -> dict[str, 
         lease = lease_of(r, head, now)
         pending = {} if head.flow == LANGGRAPH_FLOW else pending_writes(r, head)
         kin = children.family(r, head.run_id)
+        waiting = waiting_with_preview(r, head.run_id, head.waiting)
     return {
         "run_id": head.run_id,
         "state_version": head.state_version,
         "status": head.status,
         "committed": list(head.committed),
         "pending_writes": pending,
-        "waiting": head.waiting,
+        "waiting": waiting,
         "flow": head.flow,
         "fingerprint": head.fingerprint,
         "policy": dict(head.policy),
         "lease": lease,
         "error": head.error,
-        "reason": head.reason,
+        "reason": status_reason(head),
         "node": head.node,
         "superstep": head.superstep,
         "attempts": head.attempts,
@@ -277,9 +279,29 @@ def checkpoints(engine: Engine, run_id: str) -> list[dict[str, Any]]:
     """Each checkpoint: version, superstep, status, full/delta, committed, next, bytes."""
     with engine.store.reader() as r:
         bide_head(r, run_id, "checkpoints")
-    return [{"seq": c.seq, "version": c.version, "superstep": c.superstep, "status": c.status,
-             "full": c.full, "committed": c.committed, "next": c.next, "bytes": c.bytes,
-             "at": c.at} for c in engine.checkpoints(run_id)]
+    rows: list[dict[str, Any]] = []
+    for c in engine.checkpoints(run_id):
+        before = rows[-1] if rows else None
+        rows.append({"seq": c.seq, "version": c.version, "superstep": c.superstep,
+                     "status": c.status, "full": c.full, "committed": c.committed,
+                     "next": c.next, "bytes": c.bytes, "at": c.at,
+                     "note": repeat_note(before, c.version, c.status)})
+    return rows
+
+
+def repeat_note(before: dict[str, Any] | None, version: int, status: str) -> str | None:
+    """Why a version is listed again (None: it is not).
+
+    A version counts changes of the state, not checkpoints: a superstep that
+    pauses, is interrupted or fails before it changes anything is checkpointed
+    again at the version it started from, to record the run's new status.
+    """
+    if before is None or before["version"] != version:
+        return None
+    if before["status"] == status:
+        return f"version {version} again: the same state, checkpointed again"
+    return (f"version {version} again: the same state, checkpointed again when the run "
+            f"went from {before['status']} to {status}")
 
 
 def version_seq(reader: Reader, run_id: str, version: int | None) -> tuple[int, int]:

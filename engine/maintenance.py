@@ -12,10 +12,13 @@ Compaction (copying the file without its free pages) lives in ``compaction``.
 
 from __future__ import annotations
 
+import hashlib
 import time
+from array import array
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +53,7 @@ from .index import (
 from .permissions import exposure
 from .planned import dangling, referenced
 from .run_view import finished, unfolded_from
+from .run_walk import indexed, read_run, run_groups, strays
 from .store import LEASES, LOG, Logged, Reader, Store
 from .vocabulary import IN_DOUBT
 
@@ -154,22 +158,134 @@ def check(reader: Reader) -> DoctorReport:
     When some records cannot be read the reference check and the index comparison
     are skipped: without them both would differ everywhere those records matter,
     which says nothing new.
+
+    Memory stays bounded by the largest run, not the home: the log is read in
+    one pass for checksums, then one run at a time (``run_walk``) to fold its
+    records and compare what they imply with the stored tables. Every run's
+    derived keys are its own (``index.refold`` relies on the same), so a key
+    nobody implied shows as a table holding more keys than the runs matched.
     """
-    records, problems = read_log(reader)
-    report = DoctorReport(records=len(records) + len(problems), problems=problems)
+    total, problems = scan_log(reader)
+    report = DoctorReport(records=total, problems=problems)
     report.runs = sum(1 for _ in reader.scan(RUNS))
     damaged = index_checksums(reader)
     report.problems += damaged
     if problems:
         return report
-    report.problems += [Problem("dangling", LOG, f"seq {seq}", why)
-                        for seq, why in dangling((seq, r) for seq, _, r in records)]
-    mem = rebuild_tables(records)
-    named = {(p.table, p.key) for p in damaged}
-    for table in DERIVED:
-        report.problems += [p for p in _compare(table, mem.data[table], _stored(reader, table))
-                            if (p.table, p.key) not in named]
+    report.problems += _compare_runs(reader, total, {(p.table, p.key) for p in damaged})
     return report
+
+
+def scan_log(reader: Reader) -> tuple[int, list[Problem]]:
+    """Decode every record once, keeping none: how many there are, and those that fail."""
+    total, bad = 0, []
+    for seq, raw in reader.log():
+        total += 1
+        try:
+            decode(raw, key=seq)
+        except RecordError as exc:
+            kind = "corrupt" if isinstance(exc, CorruptRecord) else "unreadable"
+            bad.append(Problem(kind, LOG, f"seq {seq}", _whose(reader, seq) + str(exc)))
+    return total, bad
+
+
+def _compare_runs(reader: Reader, total: int, named: set[tuple[str, str]]) -> list[Problem]:
+    """What differs between the stored tables and a rebuild, one run at a time."""
+    present: Counter[str] = Counter()
+    by_run: dict[str, list[Problem]] = {}
+    reached = 0
+    for run_id, entries in run_groups(reader):
+        run = read_run(reader, run_id, entries)
+        reached += len(run.items)
+        by_run[run_id] = _run_problems(reader, run, named, present)
+        if not by_run[run_id]:
+            del by_run[run_id]  # keep only the runs with something to say
+    lost: dict[str, list[int]] = {}
+    if reached != total:  # log records the run log does not list: fold them in too
+        lost = strays(reader)
+        for run_id, seqs in lost.items():
+            old: Counter[str] = Counter()  # recount this run's keys with its strays folded in
+            _run_problems(reader, read_run(reader, run_id, indexed(reader, run_id)), named, old)
+            present.subtract(old)
+            run = read_run(reader, run_id, indexed(reader, run_id), seqs)
+            by_run[run_id] = _run_problems(reader, run, named, present)
+    problems = [p for found in by_run.values() for p in found]
+    extra = [t for t in DERIVED if t != RUNLOG
+             and sum(1 for _ in reader.scan(t)) > present[t]]
+    return problems + _extras(reader, extra, named, lost)
+
+
+def _run_problems(reader: Reader, run: Any, named: set[tuple[str, str]],
+                  present: Counter[str]) -> list[Problem]:
+    """One run: its index entries that lead nowhere, and every key its records imply
+    that is missing or holds another value. Counts the implied keys found (``present``)."""
+    problems = [Problem("extra", RUNLOG, _key_text(RUNLOG, key), why)
+                for key, why in run.extra if (RUNLOG, _key_text(RUNLOG, key)) not in named]
+    mem = rebuild_tables(run.items)
+    have_runlog = dict(run.entries)
+    for table in DERIVED:
+        for key, want in mem.data[table].items():
+            shown = _key_text(table, key)
+            have = have_runlog.get(key) if table == RUNLOG else reader.get(table, key)
+            if have is not None:
+                present[table] += 1
+            if (table, shown) in named:
+                continue
+            if have is None:
+                problems.append(Problem("missing", table, shown,
+                                        "implied by the log but not in the index"))
+            elif have != want and not _same_content(table, key, have, want):
+                problems.append(Problem("differs", table, shown,
+                                        _difference(table, have, want)))
+    problems += [Problem("dangling", LOG, f"seq {seq}", why)
+                 for seq, why in dangling(_with_referenced(reader, run.items))
+                 if any(seq == s for s, _, _ in run.items)]
+    return problems
+
+
+def _with_referenced(reader: Reader, items: list[tuple[int, int, Record]]
+                     ) -> list[tuple[int, Record]]:
+    """The run's records, and any record of another run its checkpoints refer to (so
+    ``dangling`` says what that record is, as it did over the whole log)."""
+    mine = {seq for seq, _, _ in items}
+    out = [(seq, record) for seq, _, record in items]
+    for seq in referenced(r for _, _, r in items if isinstance(r, Checkpoint)) - mine:
+        try:
+            out.append((seq, reader.record(seq)))
+        except KeyError:  # gone: dangling says so
+            pass
+    return out
+
+
+def _extras(reader: Reader, tables: list[str], named: set[tuple[str, str]],
+            lost: dict[str, list[int]]) -> list[Problem]:
+    """The keys of ``tables`` that no run implies: a second walk over the runs notes an
+    8-byte hash of every implied key (a damaged home only; 8 bytes a key, not the keys).
+    ``lost``: the records the run log does not list, by run (``run_walk.strays``)."""
+    if not tables:
+        return []
+    hashes = {t: array("q") for t in tables}
+    walked = ((run_id, read_run(reader, run_id, entries, lost.get(run_id, [])))
+              for run_id, entries in run_groups(reader))
+    unlisted = ((run_id, read_run(reader, run_id, [], seqs)) for run_id, seqs in lost.items())
+    for _, run in chain(walked, unlisted):
+        mem = rebuild_tables(run.items)
+        for t in tables:
+            hashes[t].extend(_hash(key) for key in mem.data[t])
+    found = []
+    for t in tables:
+        implied = sorted(hashes.pop(t))
+        for key, _ in reader.scan(t):
+            h = _hash(key)
+            i = bisect_left(implied, h)
+            if (i == len(implied) or implied[i] != h) and (t, _key_text(t, key)) not in named:
+                found.append(Problem("extra", t, _key_text(t, key),
+                                     "in the index but not implied by the log"))
+    return found
+
+
+def _hash(key: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big", signed=True)
 
 
 def index_checksums(reader: Reader) -> list[Problem]:
@@ -182,29 +298,6 @@ def index_checksums(reader: Reader) -> list[Problem]:
             except CorruptIndex as exc:
                 problems.append(Problem("corrupt", table, _key_text(table, key),
                                         f"{exc.why}; `bide doctor --rebuild` rewrites it"))
-    return problems
-
-
-def _stored(reader: Reader, table: str) -> Iterator[tuple[bytes, bytes]]:
-    yield from reader.scan(table)
-
-
-def _compare(table: str, want: dict[bytes, bytes],
-             have: Iterator[tuple[bytes, bytes]]) -> list[Problem]:
-    problems = []
-    seen = set()
-    for key, value in have:
-        seen.add(key)
-        expected = want.get(key)
-        if expected is None:
-            problems.append(Problem("extra", table, _key_text(table, key),
-                                    "in the index but not implied by the log"))
-        elif expected != value and not _same_content(table, key, value, expected):
-            problems.append(Problem("differs", table, _key_text(table, key),
-                                    _difference(table, value, expected)))
-    for key in want.keys() - seen:
-        problems.append(Problem("missing", table, _key_text(table, key),
-                                "implied by the log but not in the index"))
     return problems
 
 
@@ -333,10 +426,10 @@ def prune(store: Store, *, keep: int = 1, finished_older_than: float | None = No
     planned: list[PruneReport] = []
 
     def select(reader: Reader) -> set[int]:
-        records, bad = read_log(reader)
+        total, bad = scan_log(reader)
         if bad:
             raise LogUnreadable("prune", bad)
-        report, doomed = _plan(records, keep, finished_older_than, now)
+        report, doomed = _plan(reader, total, keep, finished_older_than, now)
         planned[:] = [report]
         faults.point("during_prune")  # inside the transaction: a crash here removes nothing
         return doomed
@@ -350,16 +443,16 @@ def prune(store: Store, *, keep: int = 1, finished_older_than: float | None = No
     return planned[0]
 
 
-def _plan(records: list[tuple[int, int, Record]], keep: int, older: float | None,
+def _plan(reader: Reader, total: int, keep: int, older: float | None,
           now: float) -> tuple[PruneReport, set[int]]:
-    heads = rebuild_tables(records).data[RUNS]
-    by_run: dict[str, list[tuple[int, int, Record]]] = {}
-    for item in records:
-        by_run.setdefault(item[2].run_id, []).append(item)  # type: ignore[attr-defined]
+    """What to remove, deciding one run at a time (``run_walk``): memory holds one run's
+    records and the seqs to remove, not the log. A record the run log does not list is
+    not seen here, so it stays (``bide doctor`` reports it)."""
     report, doomed = PruneReport(), set()
     removed: Counter[str] = Counter()
-    for run_id, items in by_run.items():
-        raw_head = heads.get(run_id.encode())
+    for run_id, entries in run_groups(reader):
+        items = read_run(reader, run_id, entries).items
+        raw_head = rebuild_tables(items).data[RUNS].get(run_id.encode())
         if raw_head is None:
             continue  # records of a run with no RunCreated: not ours to judge, leave them
         head = unpack_value(raw_head, RunHead, table=RUNS, key=run_id.encode())
@@ -378,7 +471,7 @@ def _plan(records: list[tuple[int, int, Record]], keep: int, older: float | None
                 report.bytes += size
         doomed |= drop
     report.removed = dict(removed)
-    report.kept = len(records) - len(doomed)
+    report.kept = total - len(doomed)
     return report, doomed
 
 

@@ -11,6 +11,7 @@ import decimal
 import json
 import math
 import os
+import unicodedata
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -59,6 +60,17 @@ def due_text(until: float | None, now: float) -> str:
     return f"until {when} (in {span(delta)})"
 
 
+def expiry_text(expires_at: float | None, now: float) -> str:
+    """When a request expires, absolute and relative: ``2026-12-01T05:30:00+00:00 (in 5m)``;
+    ``... (EXPIRED 2m ago)`` once past (a decision for it is refused); ``never``."""
+    if expires_at is None:
+        return "never"
+    when = datetime.datetime.fromtimestamp(expires_at).astimezone().isoformat(timespec="seconds")
+    if expires_at <= now:
+        return f"{when} (EXPIRED {span(now - expires_at)} ago)"
+    return f"{when} (in {span(expires_at - now)})"
+
+
 def span(seconds: float) -> str:
     """A duration in its largest sensible unit: ``42s``, ``3m``, ``5h``, ``2d``."""
     for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
@@ -99,10 +111,39 @@ def preview(value: Any, limit: int = 60) -> str:
 
 
 def clip(text: str, limit: int) -> str:
-    """Cut ``text`` to ``limit`` characters, marking the cut."""
+    """Cut ``text`` to ``limit`` terminal columns (see ``width``), marking the cut."""
     if limit <= 0:
         return ""
-    return text if len(text) <= limit else text[: max(limit - 1, 0)] + ELLIPSIS
+    if display_width(text) <= limit:
+        return text
+    kept, used = [], 0
+    for char in text:
+        used += _char_width(char)
+        if used > limit - 1:  # one column for the ellipsis
+            break
+        kept.append(char)
+    return "".join(kept) + ELLIPSIS
+
+
+def display_width(text: str) -> int:
+    """Terminal columns ``text`` takes: 2 for wide and full-width characters (CJK, most
+    emoji), 0 for combining marks, joiners and variation selectors, else 1. ``len`` counts
+    code points, which misaligns a table as soon as a cell holds ``日本`` or ``🚀``."""
+    if text.isascii():
+        return len(text)
+    return sum(_char_width(c) for c in text)
+
+
+def _char_width(char: str) -> int:
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0  # accents, U+FE0F (emoji presentation), U+200D (joiner)
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def _pad(text: str, columns: int, *, right: bool) -> str:
+    """``text`` padded with spaces to ``columns`` terminal columns (``str.ljust`` by width)."""
+    fill = " " * max(columns - display_width(text), 0)
+    return fill + text if right else text + fill
 
 
 def first_line(text: str | None, limit: int = 80) -> str:
@@ -125,7 +166,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int = WI
     loose = [h.endswith("~") for h in headers]
     names = [h.rstrip(">~") for h in headers]
     cells = [[str(c) if c is not None else "-" for c in row] for row in rows]
-    widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
+    widths = [max([display_width(n)] + [display_width(r[i]) for r in cells])
+              for i, n in enumerate(names)]
     excess = sum(widths) + 2 * (len(widths) - 1) - width
     for first in (True, False):
         while excess > 0:
@@ -141,18 +183,17 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int = WI
     for row in [names, *cells]:
         parts = []
         for i, cell in enumerate(row):
-            cell = clip(cell, widths[i])
-            parts.append(cell.rjust(widths[i]) if right[i] else cell.ljust(widths[i]))
+            parts.append(_pad(clip(cell, widths[i]), widths[i], right=right[i]))
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
 
 
 def fields(pairs: Sequence[tuple[str, Any]]) -> str:
     """``name: value`` lines with the values aligned; a multi-line value stays indented."""
-    pad = max((len(k) for k, _ in pairs), default=0) + 1
+    pad = max((display_width(k) for k, _ in pairs), default=0) + 1
     indent = "\n" + " " * (pad + 1)
-    return "\n".join(f"{(k + ':').ljust(pad)} " + ("-" if v is None else str(v)).replace(
-        "\n", indent) for k, v in pairs)
+    return "\n".join(_pad(k + ":", pad, right=False) + " "
+                     + ("-" if v is None else str(v)).replace("\n", indent) for k, v in pairs)
 
 
 def to_json(value: Any, *, indent: int | None = 2) -> str:

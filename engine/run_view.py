@@ -23,6 +23,10 @@ from .vocabulary import FINISHED, WAITING, Status
 
 Unfolded = dict[str, tuple[int, PendingWrite]]
 
+# The reasons recorded with a move to RUNNING: a worker took a PENDING run, or one that had
+# stopped (paused, interrupted, orphaned, blocked). They describe that move only.
+STARTED, RESUMED = "started", "resumed"
+
 
 @dataclass(frozen=True)
 class RunView:
@@ -139,6 +143,19 @@ class RunView:
 def finished(head: RunHead) -> bool:
     """DONE, FAILED or CANCELLED: nothing more happens to it unless someone resumes it."""
     return head.status in FINISHED
+
+
+def status_reason(head: RunHead) -> str | None:
+    """Why the run has its status (``bide show``), or None.
+
+    A checkpoint that changes the status does not clear the reason of the last
+    ``StatusChanged`` (the index keeps it, and changing the fold would make every
+    existing home differ from a rebuild), so a ``resumed`` would otherwise still be
+    shown on a run that has since paused or finished.
+    """
+    if head.reason in (STARTED, RESUMED) and head.status != Status.RUNNING:
+        return None
+    return head.reason
 
 
 def ended(head: RunHead) -> bool:

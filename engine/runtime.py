@@ -36,6 +36,7 @@ from .errors import (
 )
 from .executor import Cursor, Execution
 from .flow import Flow
+from .in_doubt import request_preview
 from .index import RunHead
 from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from .offload import off_loop
@@ -43,7 +44,7 @@ from .permissions import private_dir
 from .planned import holder, next_of, sends_of
 from .policy import Policy
 from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
-from .run_view import RunView, ended
+from .run_view import RESUMED, STARTED, RunView, ended
 from .runs import CheckpointInfo, Run, check_run_id, run_records
 from .schedules import Schedule
 from .state import materialize
@@ -336,7 +337,8 @@ class Engine(Surface):
                 expires_at=now + self.lease_ttl,
                 attempts=head.attempts + (1 if orphaned else 0), at=now)]
             if head.status != Status.RUNNING or head.reason == BLOCKED:
-                records.append(StatusChanged(run_id=run_id, status=Status.RUNNING, reason="resumed",
+                why = STARTED if head.status == Status.PENDING else RESUMED
+                records.append(StatusChanged(run_id=run_id, status=Status.RUNNING, reason=why,
                                              at=now))
             return records
 
@@ -537,7 +539,8 @@ class Engine(Surface):
         ``schema`` of the answer) and reconciliations nobody has decided yet; and runs
         waiting for a signal (kind ``signal``: ``signal``, ``until``; no approval id)."""
         with self.store.reader() as r:
-            rows = [pending_row(a) for a in r.approvals() if a.decision is None
+            rows = [pending_row(a, request_preview(r, a)) for a in r.approvals()
+                    if a.decision is None
                     and not (a.kind == Waiting.TIMER and timers.run_ended(r, a.run_id))]
             rows += signals.pending_rows(r, attention.run_ids(r))
             rows += children.pending_rows(r, attention.run_ids(r))
@@ -612,9 +615,10 @@ class _AlreadyDecided(Exception):
     """The same decision landed between our read and our commit."""
 
 
-def pending_row(a: Any) -> dict[str, Any]:
+def pending_row(a: Any, args_preview: str | None = None) -> dict[str, Any]:
     return {"approval_id": a.approval_id, "run_id": a.run_id, "kind": a.kind, "node": a.node,
             "action": a.action, "payload": a.payload, "digest": a.digest, "allowed": a.allowed,
+            "args_preview": args_preview,  # a reconciliation: the call in doubt's arguments
             "tool": a.tool, "intent": a.intent, "requested_at": a.requested_at,
             "expires_at": a.expires_at, "schema": a.schema,
             "question": a.action if a.kind == Waiting.INPUT else None,
