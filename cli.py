@@ -1249,7 +1249,8 @@ def demo(home: Path | None) -> None:
 def pack_command(out: Path, sources: tuple[Path, ...], distributions: tuple[str, ...],
                  python: str, as_json: bool) -> None:
     """Pack bide, your app and their dependencies as installed here into one file OUT
-    that runs offline: `python3 OUT watch --app mod:flows` (needs bide[pack])."""
+    that runs offline: `python3 OUT watch --app mod:flows` (needs bide[pack]).
+    It uses no home: $BIDE_HOME does not apply."""
     try:
         report = pack(out, sources=sources, distributions=distributions, python=python)
     except PackError as exc:

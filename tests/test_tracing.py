@@ -143,3 +143,26 @@ def test_an_untraced_engine_records_no_trace(tmp_path):
         with engine.store.reader() as r:
             leases = [r.record(s) for s, t in r.run_entries("r-3") if t == "lease_acquired"]
     assert leases and all(lease.trace == "" for lease in leases)
+
+
+@pytest.mark.parametrize("kind", ["memory", "postgres"])
+def test_the_link_survives_on_every_store(kind, tmp_path, spans, request):
+    """The lease record carries the span ids on the other stores too."""
+    tracer, exporter = spans
+    home = tmp_path / "h"
+    if kind == "postgres":
+        pytest.importorskip("psycopg")
+        engine = bide.open(request.getfixturevalue("pg_url"), local=home, tracer=tracer)
+    else:
+        from bide.engine.memory_store import SCHEME, MemoryStore
+        engine = bide.open(home, store=MemoryStore(f"{SCHEME}{home}"), tracer=tracer)
+    with engine:
+        engine.register(traced_app.flow)
+        engine.start("traced", {"ask": True}, run_id="r-s")
+        [paused] = by_name(exporter.get_finished_spans(), "run traced")
+        engine.decide(engine.pending()[0]["approval_id"], bide.Decision.APPROVE)
+        exporter.clear()
+        assert engine.resume("r-s").status == bide.Status.DONE
+    [resumed] = by_name(exporter.get_finished_spans(), "run traced")
+    [link] = resumed.links
+    assert link.context.span_id == paused.context.span_id
