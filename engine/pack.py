@@ -60,7 +60,8 @@ def pack(out: str | Path, *, sources: Sequence[str | Path] = (),
 
     Args:
         sources: module files or package directories of the app, put on the path as is.
-        distributions: installed distributions to add (with their dependencies).
+        distributions: installed distributions to add (with their dependencies), as
+            names with extras if wanted (``psycopg[binary]``).
         python: the file's ``#!`` line.
 
     Raises:
@@ -94,7 +95,13 @@ def closure(names: Iterable[str]) -> list[metadata.Distribution]:
     """The installed distributions ``names`` need, theirs included (markers evaluated here)."""
     from packaging.requirements import Requirement
 
-    todo = [(name, frozenset[str]()) for name in names]
+    todo = []
+    for name in names:  # "psycopg[binary]": a distribution with extras
+        try:
+            wanted = Requirement(name)
+        except ValueError:
+            raise PackError(f"{name!r} is not a distribution name") from None
+        todo.append((wanted.name, frozenset(wanted.extras)))
     found: dict[str, metadata.Distribution] = {}
     seen: set[tuple[str, frozenset[str]]] = set()
     while todo:

@@ -126,4 +126,14 @@ def test_bad_input_is_refused_and_writes_nothing(tmp_path):
         bide.pack(out, distributions=["no-such-dist"])
     with pytest.raises(bide.PackError, match="does not exist"):
         bide.pack(out, sources=[tmp_path / "missing.py"])
+    with pytest.raises(bide.PackError, match="not a distribution name"):
+        bide.pack(out, distributions=["no such!"])
     assert not out.exists()
+
+
+def test_a_distribution_with_extras_brings_what_they_need():
+    from bide.engine.pack import closure
+
+    pytest.importorskip("psycopg")
+    names = {d.metadata["Name"].lower() for d in closure(["psycopg[binary]"])}
+    assert {"psycopg", "psycopg-binary"} <= names
