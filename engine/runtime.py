@@ -24,6 +24,7 @@ from .approvals import Doors, check_decision, decided, undecided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
     BideError,
+    ConfigError,
     FlowMismatch,
     RunExists,
     RunNotResumable,
@@ -69,6 +70,14 @@ class Engine(Surface):
                  local: str | os.PathLike[str] | None = None,
                  inbox: str | os.PathLike[str] | None = None,
                  requests: str | os.PathLike[str] | None = None, tracer: Any = None) -> None:
+        self.tracing: Tracing | None = None
+        if tracer is not None:  # only a traced engine imports OpenTelemetry (bide[otel])
+            try:
+                from .tracing import Tracing
+            except ImportError as exc:
+                raise ConfigError("tracer=", f"tracing needs OpenTelemetry ({exc}): "
+                                  "pip install 'bide[otel]'") from None
+            self.tracing = Tracing(tracer)
         url = None
         if pg_home.is_url(home):  # the records in that database; this host's files in `local`
             store = pg_home.open_store(str(home), durability=durability, create=create,
@@ -100,10 +109,6 @@ class Engine(Surface):
         self.stopping = threading.Event()
         # with no watcher, start/resume run a parent's child runs in the caller's worker
         self.inline_children = True
-        self.tracing: Tracing | None = None
-        if tracer is not None:  # only a traced engine imports OpenTelemetry (bide[otel])
-            from .tracing import Tracing
-            self.tracing = Tracing(tracer)
 
     def _require_signing(self, create: bool) -> None:
         """A key given to a writing open marks the home: every process then requires it."""

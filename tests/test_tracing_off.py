@@ -17,6 +17,12 @@ with bide.open(sys.argv[1]) as engine:
     engine.register(traced_app.flow)
     run = engine.start("traced")
     assert run.status == bide.Status.DONE, run.status
+try:
+    bide.open(sys.argv[1], tracer=object())
+except bide.ConfigError as exc:
+    assert "pip install 'bide[otel]'" in str(exc), exc
+else:
+    raise AssertionError("a tracer without OpenTelemetry was accepted")
 loaded = [m for m in sys.modules if m.startswith("opentelemetry") or m == "bide.engine.tracing"]
 assert loaded == ["opentelemetry"], loaded
 print("ran untraced")
