@@ -137,3 +137,18 @@ def test_a_distribution_with_extras_brings_what_they_need():
     pytest.importorskip("psycopg")
     names = {d.metadata["Name"].lower() for d in closure(["psycopg[binary]"])}
     assert {"psycopg", "psycopg-binary"} <= names
+
+
+def test_bide_pack_prints_what_it_wrote_as_strict_json(tmp_path):
+    from bide.cli import main
+    from click.testing import CliRunner
+
+    out = tmp_path / "a.pyz"
+    result = CliRunner().invoke(main, ["pack", str(out), "--src", str(APPS / "follow_app.py"),
+                                       "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(c))
+    assert doc["path"] == str(out) and doc["size"] == out.stat().st_size > 0
+    assert doc["sources"] == [str(APPS / "follow_app.py")]
+    bad = CliRunner().invoke(main, ["pack", str(tmp_path / "b.pyz"), "--with", "no-such-dist"])
+    assert bad.exit_code == 2 and "'no-such-dist' is not installed" in bad.stderr
