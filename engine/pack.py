@@ -84,6 +84,8 @@ def pack(out: str | Path, *, sources: Sequence[str | Path] = (),
             _copy_distribution(dist, site)
         for src in srcs:
             _copy_tree(src, site / src.name) if src.is_dir() else shutil.copy2(src, site)
+        if not (site / "bide" / "cli.py").is_file():  # never ship a file that cannot start
+            raise PackError(f"bide's code was not found beside {__file__}")
         (site / f"{ENTRY}.py").write_text(_entry_module(interpreter_tag()))
         _shiv(site, out, python)
     return PackReport(path=out, size=out.stat().st_size,
@@ -138,11 +140,18 @@ def _editable(dist: metadata.Distribution) -> bool:
 
 
 def _copy_distribution(dist: metadata.Distribution, site: Path) -> None:
-    """Copy an installed distribution's files (an editable one: its packages' code)."""
-    editable = _editable(dist)
+    """Copy an installed distribution's files (an editable one: its packages' code).
+
+    bide itself is always copied from the code running this, as if editable: the
+    ``bide`` metadata found first on the path may be another copy's.
+    """
+    itself = _canonical(_name(dist)) == "bide"
+    editable = _editable(dist) or itself
     for f in dist.files or []:
         if ".." in f.parts or "__pycache__" in f.parts or f.suffix == ".pyc":
             continue  # scripts outside site-packages; bytecode is rebuilt where it runs
+        if itself and not f.parts[0].endswith((".dist-info", ".egg-info")):
+            continue  # its metadata only (a checkout's bide.egg-info lists its sources)
         if editable and (f.name.startswith("__editable__") or f.suffix == ".pth"
                          or f.name in ("direct_url.json", "RECORD")):
             continue  # the editable hook points at this machine's checkout
@@ -151,7 +160,9 @@ def _copy_distribution(dist: metadata.Distribution, site: Path) -> None:
             dest = site / f
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest)
-    if editable:
+    if _canonical(_name(dist)) == "bide":
+        _copy_tree(Path(__file__).resolve().parent.parent, site / "bide")
+    elif editable:
         for top in (dist.read_text("top_level.txt") or _name(dist)).split():
             spec = importlib.util.find_spec(top)
             if spec is None or not spec.submodule_search_locations:
