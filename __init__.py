@@ -45,6 +45,7 @@ from .engine.errors import (
     NotCancellable,
     NotFound,
     NotSerializable,
+    PackError,
     QuestionExpired,
     QuestionRejected,
     ReadOnlyHome,
@@ -80,6 +81,7 @@ from .engine.home_config import HomeConfig
 from .engine.home_files import HomeFiles
 from .engine.maintenance import DoctorReport, PruneReport
 from .engine.memory_store import MemoryStore
+from .engine.pack import PackReport, pack
 from .engine.policy import Policy
 from .engine.readiness import Readiness
 from .engine.recovery import RecoveredRun, RecoverReport
@@ -148,6 +150,8 @@ __all__ = [
     "NotFound",
     "NotSerializable",
     "Outcome",
+    "PackError",
+    "PackReport",
     "Policy",
     "PruneReport",
     "QuestionExpired",
@@ -196,6 +200,7 @@ __all__ = [
     "copy_home",
     "merge",
     "open",
+    "pack",
     "read_approval_key",
     "tool",
 ]

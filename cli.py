@@ -44,6 +44,7 @@ from . import (
     IntentStatus,
     InvalidSchedule,
     NotFound,
+    PackError,
     Readiness,
     RunExists,
     Status,
@@ -53,6 +54,7 @@ from . import (
     WatchLog,
     check_run_id,
     copy_home,
+    pack,
     read_approval_key,
 )
 from . import compact as compact_home
@@ -1303,6 +1305,32 @@ def demo(home: Path | None) -> None:
     from .bench.demo import run_demo
 
     raise click.exceptions.Exit(run_demo(home, say=click.echo))
+
+
+@main.command("pack")
+@click.argument("out", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--src", "sources", multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="A module file or package directory of your app (repeatable).")
+@click.option("--with", "distributions", multiple=True, metavar="DIST",
+              help="An installed distribution to add, with its dependencies (repeatable).")
+@click.option("--python", default="/usr/bin/env python3", show_default=True,
+              help="The file's #! line.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def pack_command(out: Path, sources: tuple[Path, ...], distributions: tuple[str, ...],
+                 python: str, as_json: bool) -> None:
+    """Pack bide, your app and their dependencies as installed here into one file OUT
+    that runs offline: `python3 OUT watch --app mod:flows` (needs bide[pack]).
+    It uses no home: $BIDE_HOME does not apply."""
+    try:
+        report = pack(out, sources=sources, distributions=distributions, python=python)
+    except PackError as exc:
+        _fail(exc, 2)
+    data = {"path": str(report.path), "size": report.size, "python": report.python,
+            "distributions": report.distributions, "sources": report.sources}
+    _out(as_json, data, lambda: (
+        f"wrote {report.path} ({report.size / 1e6:.1f} MB) for {report.python}: "
+        f"{len(report.distributions)} distributions, {len(report.sources)} sources\n"
+        f"run it with: python3 {report.path} watch --app MODULE:flows"))
 
 
 from .bench.command import bench  # noqa: E402 - registered last, after every command above

@@ -363,6 +363,15 @@ class _ToolCall:
         self.digest = args_digest(t.name, args, kwargs)
 
     def run(self) -> Any:
+        trace = self.scope.trace
+        if trace is None:
+            return self._run()
+        from .tracing import tool_span  # a traced engine has OpenTelemetry loaded already
+        with tool_span(trace.tracer, run_id=self.ctx.run_id, node=self.ctx.node,
+                       tool=self.t.name, key=self.key, idempotency_key=self.idem):
+            return self._run()
+
+    def _run(self) -> Any:
         with self.scope.reader() as r:
             known = r.intent(self.ctx.run_id, self.key)
         if known is None or faults.switch("no_intent_replay"):

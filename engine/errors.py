@@ -22,6 +22,7 @@
     │   ├── CompactFailed          the compacted copy did not verify; nothing swapped
     │   └── CopyRefused            bide copy: destination not empty, a run leased... (Conflict)
     ├── ConfigError                bide.toml, or a setting, is not usable; names file, key, line
+    ├── PackError                  bide pack: shiv missing, a distribution not installed...
     ├── FlowError                  flow definition or flow/run mismatch; ``flow``, ``node``
     │   ├── UnknownFlow            this process serves no flow of that name   (NotFound)
     │   ├── FlowMismatch           a node the run needs no longer exists
@@ -234,6 +235,10 @@ class ConfigError(BideError, ValueError):
         self.where, self.key, self.line = where, key, line
         at = f"{where}:{line}" if line else f"{where}"
         super().__init__(f"config {at}: {why}" + (f"; {hint}" if hint else ""))
+
+
+class PackError(BideError):
+    """``bide pack`` could not write the file (engine/pack.py); the message says why."""
 
 
 class FlowError(BideError):
@@ -601,6 +606,7 @@ __all__ = [
     "NotCancellable",
     "NotFound",
     "NotSerializable",
+    "PackError",
     "Paused",
     "QuestionExpired",
     "QuestionRejected",

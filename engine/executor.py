@@ -10,9 +10,9 @@ import asyncio
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..formats import (
     ApprovalRequested,
@@ -37,6 +37,11 @@ from .step import StepScope
 from .store import Store
 from .tasks import TaskResult, arun_tasks, run_tasks
 from .vocabulary import Status, Waiting, pause_status
+
+if TYPE_CHECKING:  # OpenTelemetry, loaded by a traced engine only
+    from .tracing import RunSpan, StepSpan
+
+_UNTRACED: AbstractContextManager[None] = nullcontext()  # reusable: no cost when off
 
 GEOMETRIC_MIN = 64  # deltas before the first full snapshot under the default policy
 # Each default full snapshot comes at this many times the previous one's version.
@@ -91,6 +96,8 @@ class Execution:
         self.steps_since_cp = 0
         self.labels: dict[str, str] = {}  # task id -> how errors name it (search[3])
         self.held = HeldOutcomes(self._fenced, name=run_id)
+        self.trace: RunSpan | None = None  # engine/tracing.py: this worker's run span
+        self.step_trace: StepSpan | None = None
 
     def commit(self, records: Sequence[Record], task: str | None = None) -> list[int]:
         """A fenced commit; held tool outcomes (``task``'s, or all) ride in it."""
@@ -101,25 +108,27 @@ class Execution:
 
     # -- the loop ----------------------------------------------------------
     def run(self) -> None:
-        with self._leased():
+        with self._traced(), self._leased():
             while self.next or self.sends:
                 if self._stop_requested():
                     return
-                if self._settle(self._results(self._tasks())):
-                    return
+                with self._traced_step():
+                    if self._settle(self._results(self._tasks())):
+                        return
             self._checkpoint(Status.DONE, release=True)
 
     async def arun(self) -> None:
         """``run`` on the caller's event loop: async nodes run on it, blocking work off it."""
-        with self._leased():
+        with self._traced(), self._leased():
             while self.next or self.sends:
                 if await off_loop(self._stop_requested):
                     return
-                tasks = self._tasks()
-                done, todo = self._found(tasks)
-                results = self._ordered(tasks, done, await arun_tasks(self._scope(), todo))
-                if await off_loop(self._settle, results):
-                    return
+                with self._traced_step():
+                    tasks = self._tasks()
+                    done, todo = self._found(tasks)
+                    results = self._ordered(tasks, done, await arun_tasks(self._scope(), todo))
+                    if await off_loop(self._settle, results):
+                        return
             await off_loop(self._checkpoint, Status.DONE, release=True)
 
     @contextmanager
@@ -145,6 +154,15 @@ class Execution:
             self.held.close()
             end_renewals()
 
+    def _traced(self) -> AbstractContextManager[None]:
+        """This worker's run span, ended (after the lease) with the status left."""
+        return _UNTRACED if self.trace is None else self.trace.running(self.store)
+
+    def _traced_step(self) -> AbstractContextManager[Any]:
+        if self.trace is None:
+            return _UNTRACED
+        return self.trace.superstep(self.superstep, self)
+
     def _stop_requested(self) -> bool:
         """At a superstep boundary: stop for a shutdown if asked; True if stopped."""
         if self.stopping is not None and self.stopping.is_set():
@@ -157,7 +175,7 @@ class Execution:
         return StepScope(store=self.store, flow=self.flow, policy=self.policy,
                          run_id=self.run_id, token=self.token, superstep=self.superstep,
                          version=self.version, state=self.state, clock=self.clock,
-                         held=self.held, flows=self.flows)
+                         held=self.held, flows=self.flows, trace=self.step_trace)
 
     def _tasks(self) -> list[Task]:
         tasks = plan_tasks(self.superstep, self.next, self.sends)

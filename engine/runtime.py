@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..formats import (
     Checkpoint,
@@ -24,6 +24,7 @@ from .approvals import Doors, check_decision, decided, undecided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
     BideError,
+    ConfigError,
     FlowMismatch,
     RunExists,
     RunNotResumable,
@@ -53,6 +54,9 @@ from .surface import Surface
 from .vocabulary import FINISHED, WAITING, Decision, Status, Waiting
 from .waits import still_waiting
 
+if TYPE_CHECKING:  # engine/tracing.py imports OpenTelemetry: only a traced engine loads it
+    from .tracing import Tracing
+
 
 class Engine(Surface):
     """A bide home opened by this process. Use as a context manager, or call ``close()``.
@@ -66,7 +70,15 @@ class Engine(Surface):
                  clock: Callable[[], float] = time.time, store: Store | None = None,
                  local: str | os.PathLike[str] | None = None,
                  inbox: str | os.PathLike[str] | None = None,
-                 requests: str | os.PathLike[str] | None = None) -> None:
+                 requests: str | os.PathLike[str] | None = None, tracer: Any = None) -> None:
+        self.tracing: Tracing | None = None
+        if tracer is not None:  # only a traced engine imports OpenTelemetry (bide[otel])
+            try:
+                from .tracing import Tracing
+            except ImportError as exc:
+                raise ConfigError("tracer=", f"tracing needs OpenTelemetry ({exc}): "
+                                  "pip install 'bide[otel]'") from None
+            self.tracing = Tracing(tracer)
         url = None
         if pg_home.is_url(home):  # the records in that database; this host's files in `local`
             store = pg_home.open_store(str(home), durability=durability, create=create,
@@ -178,9 +190,13 @@ class Engine(Surface):
                 raise StateNotSerializable.of("(input)", key, exc) from None
         now = self.clock()
         records: list[Any] = run_records(flow, run_id, state, policy.to_dict(), status, now)
+        span = None
         if status == Status.RUNNING:
+            if self.tracing is not None:
+                span = self.tracing.begin(run_id, flow.name)
             records.append(LeaseAcquired(run_id=run_id, owner=self.owner, token=1,
-                                         expires_at=now + self.lease_ttl, at=now))
+                                         expires_at=now + self.lease_ttl, at=now,
+                                         trace="" if span is None else span.ref))
         records.extend(extra)
 
         def unique(r: Reader) -> None:
@@ -189,7 +205,9 @@ class Engine(Surface):
             if check is not None:
                 check(r)
 
-        self.store.commit(records, check=unique)
+        self.store.commit(records, check=unique)  # refused: its span is dropped, not ended
+        if span is not None and self.tracing is not None:
+            self.tracing.hold(run_id, 1, span)
         return run_id
 
     def resume(self, run_id: str) -> Run:
@@ -315,6 +333,10 @@ class Engine(Surface):
     def _acquire(self, run_id: str) -> int:
         """Take the run's lease in one transaction, fencing out any earlier worker."""
         now = self.clock()
+        span = None
+        if self.tracing is not None:
+            head = self._head(run_id)
+            span = self.tracing.begin(run_id, head.flow, store=self.store, was=head.status)
 
         def build(r: Reader) -> list[Any]:
             head = r.head(run_id)
@@ -335,18 +357,23 @@ class Engine(Surface):
             records: list[Any] = [LeaseAcquired(
                 run_id=run_id, owner=self.owner, token=head.lease_token + 1,
                 expires_at=now + self.lease_ttl,
-                attempts=head.attempts + (1 if orphaned else 0), at=now)]
+                attempts=head.attempts + (1 if orphaned else 0), at=now,
+                trace="" if span is None else span.ref)]
             if head.status != Status.RUNNING or head.reason == BLOCKED:
                 why = STARTED if head.status == Status.PENDING else RESUMED
                 records.append(StatusChanged(run_id=run_id, status=Status.RUNNING, reason=why,
                                              at=now))
             return records
 
+        # refused (another worker holds the run...): its span is dropped, never ended,
+        # so only a worker that took the run exports a run span
         seq = self.store.commit(build)[0]
         faults.point("after_lease_acquired")
         with self.store.reader() as r:
             lease = r.record(seq)
         assert isinstance(lease, LeaseAcquired)
+        if span is not None and self.tracing is not None:
+            self.tracing.hold(run_id, lease.token, span)
         return lease.token
 
     def _advance(self, run_id: str, token: int) -> Run:
@@ -366,6 +393,8 @@ class Engine(Surface):
                        cursor=self._cursor(head), clock=self.clock, lease_ttl=self.lease_ttl)
         ex.stopping = self.stopping
         ex.flows = self.flows
+        if self.tracing is not None:
+            ex.trace = self.tracing.take(run_id, token)
         return ex
 
     def _cursor(self, head: RunHead) -> Cursor:
@@ -639,7 +668,7 @@ def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
          clock: Callable[[], float] = time.time, store: Store | None = None,
          local: str | os.PathLike[str] | None = None,
          inbox: str | os.PathLike[str] | None = None,
-         requests: str | os.PathLike[str] | None = None) -> Engine:
+         requests: str | os.PathLike[str] | None = None, tracer: Any = None) -> Engine:
     """Open a bide home (created if missing, unless ``create=False``).
 
     ``home`` is a directory, or a ``postgresql://`` URL: the records then live in
@@ -662,10 +691,13 @@ def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
             home, or in ``local``).
         requests: the directory request files are written to (default ``requests/`` in
             the home; with a PostgreSQL home, in ``local`` if given, else none).
+        tracer: an OpenTelemetry ``Tracer`` (``pip install 'bide[otel]'``): spans for
+            run → superstep → node → tool call (engine/tracing.py). None: no tracing.
     """
     return Engine(home, durability=durability, create=create, map_size=map_size,
                   max_size=max_size, lease_ttl=lease_ttl, approval_key=approval_key,
-                  clock=clock, store=store, local=local, inbox=inbox, requests=requests)
+                  clock=clock, store=store, local=local, inbox=inbox, requests=requests,
+                  tracer=tracer)
 
 
 __all__ = ["Engine", "FINISHED", "open"]

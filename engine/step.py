@@ -35,6 +35,7 @@ class StepScope:
     clock: Callable[[], float]
     held: HeldOutcomes | None = None  # the run's tool outcomes waiting to ride a commit
     flows: Mapping[str, Flow] = field(default_factory=dict)  # what ctx.child may start
+    trace: Any = None  # engine/tracing.py's StepSpan when the engine traces; else None
 
     def commit(self, records: Sequence[Record], *, task: str | None = None) -> list[int]:
         """Commit ``records`` unless another worker has taken the run's lease since.

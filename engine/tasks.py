@@ -201,7 +201,11 @@ async def _run_async(scope: StepScope, left: _Countdown, task: Task) -> TaskResu
         ctx = NodeContext(scope, name, task.id, attempt)
         try:
             try:
-                update = await node.fn(_state_of(scope, task), ctx)
+                if scope.trace is None:
+                    update = await node.fn(_state_of(scope, task), ctx)
+                else:
+                    with scope.trace.node(name, task.id, attempt):  # engine/tracing.py
+                        update = await node.fn(_state_of(scope, task), ctx)
             finally:
                 ctx.close()
             return await off_loop(_finish, scope, left, task.id, name, update)
@@ -216,7 +220,10 @@ async def _run_async(scope: StepScope, left: _Countdown, task: Task) -> TaskResu
 def _closing(ctx: NodeContext, fn: Any, scope: StepScope, task: Task) -> Any:
     """Call a sync node; its ctx closes when it (or a fault point before it) returns or raises."""
     try:
-        return fn(_state_of(scope, task), ctx)
+        if scope.trace is None:
+            return fn(_state_of(scope, task), ctx)
+        with scope.trace.node(ctx.node, task.id, ctx.attempt):  # engine/tracing.py
+            return fn(_state_of(scope, task), ctx)
     finally:
         ctx.close()
 

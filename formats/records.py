@@ -308,6 +308,9 @@ class LeaseAcquired(Record, frozen=True, kw_only=True, omit_defaults=True):
     expires_at: float
     attempts: int = 0
     at: float = 0.0
+    # the worker's run span, "<trace id>-<span id>" in hex, when its engine traces
+    # (engine/tracing.py): the worker that resumes the run links its span to it
+    trace: str = ""
 
 
 class LeaseReleased(Record, frozen=True, kw_only=True, omit_defaults=True):

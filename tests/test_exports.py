@@ -157,3 +157,11 @@ def test_child_run_names_are_public_in_their_branch_of_the_tree():
     assert issubclass(bide.InvalidChild, ValueError)
     assert bide.Status.WAITING_CHILD in bide.Status
     assert callable(bide.engine.context.NodeContext.child)
+
+
+def test_issue_17_pack_names_are_public():
+    """bide pack (engine/pack.py): the function, its report and its error."""
+    from bide.engine import errors
+
+    assert {"pack", "PackReport", "PackError"} <= set(bide.__all__)
+    assert issubclass(bide.PackError, bide.BideError) and "PackError" in errors.__doc__
