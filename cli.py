@@ -1324,7 +1324,7 @@ def pack_command(out: Path, sources: tuple[Path, ...], distributions: tuple[str,
     try:
         report = pack(out, sources=sources, distributions=distributions, python=python)
     except PackError as exc:
-        _fail(exc, 2)
+        _fail(str(exc), type(exc).__name__, 2, as_json)
     data = {"path": str(report.path), "size": report.size, "python": report.python,
             "distributions": report.distributions, "sources": report.sources}
     _out(as_json, data, lambda: (
