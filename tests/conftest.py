@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import bide
 import pytest
@@ -60,3 +64,50 @@ def run_app(script: str, *args: str, fault: str | None = None, env: dict | None 
 def count_lines(path: Path) -> dict[str, int]:
     """Side-effect counters: one line appended per execution, outside the store."""
     return dict(count_effects(path))
+
+
+@dataclass(frozen=True)
+class World:
+    """One crash test's home (a directory or a PostgreSQL URL), its local directory (a
+    PostgreSQL home's inbox and requests), the effects file its workers append to outside
+    the store, and the variable its app reads that local directory from."""
+
+    home: str
+    local: Path
+    effects: Path
+    app_local: str = ""
+
+    def engine(self) -> bide.Engine:
+        local = self.local if self.home.startswith("postgresql://") else None
+        return bide.open(self.home, local=local, durability="fast")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """What a worker process of this world needs: its effects file, its local
+        directory, the test apps on its path."""
+        env = {"BIDE_TEST_EFFECTS": str(self.effects), "PYTHONPATH": str(APPS), **extra}
+        if self.app_local:
+            env[self.app_local] = str(self.local)
+        return env
+
+    def doors(self) -> list[str]:
+        """A watcher on a PostgreSQL home serves this test's local inbox and requests."""
+        if not self.home.startswith("postgresql://"):
+            return []
+        return ["--inbox", str(self.local / "inbox"), "--requests", str(self.local / "requests")]
+
+
+def world_on(request: pytest.FixtureRequest, tmp_path: Path, app_local: str = "") -> World:
+    """The body of a crash test's ``world`` fixture, parametrized lmdb / postgres."""
+    home = str(tmp_path / "home")
+    if request.param == "postgres":
+        pytest.importorskip("psycopg")
+        home = request.getfixturevalue("pg_url")
+    return World(home, tmp_path / "home", tmp_path / "effects.log", app_local)
+
+
+def app_json(proc: subprocess.CompletedProcess, fault: str | None) -> Any:
+    """A test app's last JSON line, or None if the fault it was armed with killed it."""
+    if fault is not None and proc.returncode == -signal.SIGKILL:
+        return None
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])

@@ -10,50 +10,24 @@ on PostgreSQL homes.
 from __future__ import annotations
 
 import json
-import signal
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import bide
 import pytest
 from bide.bench.crashkit import run_worker
-from conftest import APPS, count_lines, run_app
+from conftest import APPS, World, app_json, count_lines, run_app, world_on
 
 ORDER = {"item": "tea", "cups": 2}
 
 
-@dataclass(frozen=True)
-class World:
-    """One test's home (a directory or a PostgreSQL URL), its local directory, and the
-    effects file its workers append to."""
-
-    home: str
-    local: Path
-    effects: Path
-
-    def engine(self) -> bide.Engine:
-        local = self.local if self.home.startswith("postgresql://") else None
-        return bide.open(self.home, local=local, durability="fast")
-
-
 @pytest.fixture(params=["lmdb", "postgres"])
 def world(request, tmp_path) -> World:
-    home = str(tmp_path / "home")
-    if request.param == "postgres":
-        pytest.importorskip("psycopg")
-        home = request.getfixturevalue("pg_url")
-    return World(home, tmp_path / "home", tmp_path / "effects.log")
+    return world_on(request, tmp_path, "ASK_APP_LOCAL")
 
 
 def worker(w: World, *args: str, fault: str | None = None) -> Any:
     """Run ask_app in a fresh process; its JSON, or None if the fault killed it."""
-    env = {"BIDE_TEST_EFFECTS": str(w.effects), "ASK_APP_LOCAL": str(w.local)}
-    proc = run_app("ask_app.py", w.home, *args, fault=fault, env=env)
-    if fault is not None and proc.returncode == -signal.SIGKILL:
-        return None
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.splitlines()[-1])
+    return app_json(run_app("ask_app.py", w.home, *args, fault=fault, env=w.env()), fault)
 
 
 def answered_once(w: World) -> None:

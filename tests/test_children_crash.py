@@ -10,18 +10,15 @@ else was started (three children, no more). On LMDB and on PostgreSQL homes.
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import bide
 import pytest
 from bide.bench.crashkit import start_worker
-from conftest import APPS, count_lines, run_app
+from conftest import APPS, World, app_json, count_lines, run_app, world_on
 
 sys.path.insert(0, str(APPS))
 import child_app  # noqa: E402
@@ -29,42 +26,14 @@ import child_app  # noqa: E402
 CHILD_POINTS = ("after_parent_paused", "after_child_ended", "after_parent_woken")
 
 
-@dataclass(frozen=True)
-class World:
-    home: str
-    local: Path
-    effects: Path
-
-    def engine(self) -> bide.Engine:
-        local = self.local if self.home.startswith("postgresql://") else None
-        return bide.open(self.home, local=local, durability="fast")
-
-    def env(self) -> dict[str, str]:
-        return {"BIDE_TEST_EFFECTS": str(self.effects), "CHILD_APP_LOCAL": str(self.local),
-                "PYTHONPATH": str(APPS)}
-
-    def doors(self) -> list[str]:
-        if not self.home.startswith("postgresql://"):
-            return []
-        return ["--inbox", str(self.local / "inbox"), "--requests", str(self.local / "requests")]
-
-
 @pytest.fixture(params=["lmdb", "postgres"])
 def world(request, tmp_path) -> World:
-    home = str(tmp_path / "home")
-    if request.param == "postgres":
-        pytest.importorskip("psycopg")
-        home = request.getfixturevalue("pg_url")
-    return World(home, tmp_path / "home", tmp_path / "effects.log")
+    return world_on(request, tmp_path, "CHILD_APP_LOCAL")
 
 
 def worker(w: World, *args: str, fault: str | None = None) -> Any:
     """Run child_app in a fresh process; its JSON, or None if the fault killed it."""
-    proc = run_app("child_app.py", w.home, *args, fault=fault, env=w.env())
-    if fault is not None and proc.returncode == -signal.SIGKILL:
-        return None
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.splitlines()[-1])
+    return app_json(run_app("child_app.py", w.home, *args, fault=fault, env=w.env()), fault)
 
 
 def each_child_once(w: World) -> None:
@@ -145,7 +114,8 @@ def test_a_childs_end_wakes_a_postgresql_watcher_without_a_rescan(request, tmp_p
     rescan is an hour away, and the watcher resumes the parent. The child ends in this
     process (cancelled: a decision would wake the watcher for the child itself)."""
     pytest.importorskip("psycopg")
-    w = World(request.getfixturevalue("pg_url"), tmp_path / "home", tmp_path / "effects.log")
+    w = World(request.getfixturevalue("pg_url"), tmp_path / "home", tmp_path / "effects.log",
+              "CHILD_APP_LOCAL")
     with w.engine() as eng:
         eng.register(*child_app.flows)
         assert eng.start("guardian", run_id="g").status == bide.Status.WAITING_CHILD

@@ -8,43 +8,25 @@ from __future__ import annotations
 
 import json
 import signal
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import bide
 import pytest
 from bide.formats import SCHEDULES_RUN
-from conftest import count_lines, run_app
+from conftest import World, count_lines, run_app, world_on
 
 SCHEDULE_POINTS = ("after_schedule_recorded", "after_slot_run_created")
 T0 = 1_800_000_000
 
 
-@dataclass(frozen=True)
-class World:
-    home: str
-    local: Path
-    effects: Path
-
-    def engine(self) -> bide.Engine:
-        local = self.local if self.home.startswith("postgresql://") else None
-        return bide.open(self.home, local=local, durability="fast")
-
-
 @pytest.fixture(params=["lmdb", "postgres"])
 def world(request, tmp_path) -> World:
-    home = str(tmp_path / "home")
-    if request.param == "postgres":
-        pytest.importorskip("psycopg")
-        home = request.getfixturevalue("pg_url")
-    return World(home, tmp_path / "home", tmp_path / "effects.log")
+    return world_on(request, tmp_path, "SCHEDULE_APP_LOCAL")
 
 
 def worker(w: World, now: float, *args: str, fault: str | None = None) -> Any:
     """schedule_app at engine time ``now``; its JSON, or None if the fault killed it."""
-    env = {"BIDE_TEST_EFFECTS": str(w.effects), "SCHEDULE_APP_LOCAL": str(w.local),
-           "SCHEDULE_APP_NOW": str(now)}
+    env = w.env(SCHEDULE_APP_NOW=str(now))
     proc = run_app("schedule_app.py", w.home, *args, fault=fault, env=env)
     if fault is not None:
         assert proc.returncode == -signal.SIGKILL, (proc.stdout, proc.stderr)

@@ -9,49 +9,25 @@ once; no signal is taken twice. On LMDB and on PostgreSQL homes.
 
 from __future__ import annotations
 
-import json
-import signal
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import bide
 import pytest
 from bide.formats import SignalConsumed
-from conftest import count_lines, run_app
+from conftest import World, app_json, count_lines, run_app, world_on
 
 SIGNAL_POINTS = ("after_signal_sent", "after_signal_consumed")
 
 
-@dataclass(frozen=True)
-class World:
-    home: str
-    local: Path
-    effects: Path
-
-    def engine(self) -> bide.Engine:
-        local = self.local if self.home.startswith("postgresql://") else None
-        return bide.open(self.home, local=local, durability="fast")
-
-
 @pytest.fixture(params=["lmdb", "postgres"])
 def world(request, tmp_path) -> World:
-    home = str(tmp_path / "home")
-    if request.param == "postgres":
-        pytest.importorskip("psycopg")
-        home = request.getfixturevalue("pg_url")
-    return World(home, tmp_path / "home", tmp_path / "effects.log")
+    return world_on(request, tmp_path, "SIGNAL_APP_LOCAL")
 
 
 def worker(w: World, *args: str, fault: str | None = None, switches: str = "") -> Any:
     """Run signal_app in a fresh process; its JSON, or None if the fault killed it."""
-    env = {"BIDE_TEST_EFFECTS": str(w.effects), "SIGNAL_APP_LOCAL": str(w.local),
-           "BIDE_TEST_SWITCHES": switches}
-    proc = run_app("signal_app.py", w.home, *args, fault=fault, env=env)
-    if fault is not None and proc.returncode == -signal.SIGKILL:
-        return None
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.splitlines()[-1])
+    env = w.env(BIDE_TEST_SWITCHES=switches)
+    return app_json(run_app("signal_app.py", w.home, *args, fault=fault, env=env), fault)
 
 
 def until_it_stands(w: World, action: tuple[str, ...], fault: str | None) -> Any:

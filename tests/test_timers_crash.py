@@ -10,18 +10,15 @@ the node's own code after the sleep runs again only if the crash came after it r
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import bide
 import pytest
 from bide.bench.crashkit import run_worker, start_worker
-from conftest import APPS, count_lines, run_app
+from conftest import APPS, World, app_json, count_lines, run_app, world_on
 
 sys.path.insert(0, str(APPS))
 import timer_app  # noqa: E402
@@ -30,43 +27,14 @@ TIMER_POINTS = ("after_pause_committed", "timer_due", "after_timer_elapsed")
 ONCE = {"ping before": 1, "ping after": 1, "node done r-1": 1}
 
 
-@dataclass(frozen=True)
-class World:
-    home: str
-    local: Path
-    effects: Path
-
-    def engine(self) -> bide.Engine:
-        local = self.local if self.home.startswith("postgresql://") else None
-        return bide.open(self.home, local=local, durability="fast")
-
-    def env(self) -> dict[str, str]:
-        return {"BIDE_TEST_EFFECTS": str(self.effects), "TIMER_APP_LOCAL": str(self.local),
-                "PYTHONPATH": str(APPS)}
-
-    def doors(self) -> list[str]:
-        """A watcher on a PostgreSQL home serves this test's local inbox and requests."""
-        if not self.home.startswith("postgresql://"):
-            return []
-        return ["--inbox", str(self.local / "inbox"), "--requests", str(self.local / "requests")]
-
-
 @pytest.fixture(params=["lmdb", "postgres"])
 def world(request, tmp_path) -> World:
-    home = str(tmp_path / "home")
-    if request.param == "postgres":
-        pytest.importorskip("psycopg")
-        home = request.getfixturevalue("pg_url")
-    return World(home, tmp_path / "home", tmp_path / "effects.log")
+    return world_on(request, tmp_path, "TIMER_APP_LOCAL")
 
 
 def worker(w: World, *args: str, fault: str | None = None) -> Any:
     """Run timer_app in a fresh process; its JSON, or None if the fault killed it."""
-    proc = run_app("timer_app.py", w.home, *args, fault=fault, env=w.env())
-    if fault is not None and proc.returncode == -signal.SIGKILL:
-        return None
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.splitlines()[-1])
+    return app_json(run_app("timer_app.py", w.home, *args, fault=fault, env=w.env()), fault)
 
 
 def woke_once(w: World, *, woke: int = 1) -> None:
