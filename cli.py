@@ -150,11 +150,20 @@ def common_options(fn: F) -> F:
     return fn
 
 
-def _engine(home: Path) -> Engine:
-    """Open an existing home (never create one) and close it when the command ends."""
-    engine = open_home(home, create=False)
+def _engine(home: Path, *, configured: bool = False) -> Engine:
+    """Open an existing home (never create one) and close it when the command ends;
+    ``configured``: with the durability and lease TTL its config gives (a command that
+    runs nodes)."""
+    engine = open_home(home, create=False, **(_configured(home) if configured else {}))
     click.get_current_context().call_on_close(engine.close)
     return engine
+
+
+def _configured(home: Path | str) -> dict[str, Any]:
+    """Durability and lease TTL from $BIDE_* and HOME/bide.toml (or $BIDE_CONFIG), read as
+    `bide watch` reads them: every command that runs nodes honours one config."""
+    cfg = HomeConfig.load(home)
+    return {"durability": cfg["durability"], "lease_ttl": cfg["lease_ttl"]}
 
 
 def _out(as_json: bool, data: Any, human: Callable[[], str]) -> None:
@@ -477,7 +486,7 @@ def _what(obj: Any) -> str:
 def resume(home: Path, as_json: bool, app: str, run_id: str) -> None:
     """Continue a run from its latest checkpoint, in this process. Exit 1 if it fails."""
     flows = load_flows(app)
-    engine = _engine(home)
+    engine = _engine(home, configured=True)
     engine.register(*flows)
     before = engine.get(run_id).status
     run = engine.resume(run_id)
@@ -504,7 +513,7 @@ def recover(home: Path, as_json: bool, app: str, max_orphan_age: float, max_atte
     """Resume every pending, interrupted, decided or orphaned run. Exit 1 if any fails."""
     age = max_orphan_age if old_max_age is None else old_max_age
     flows = load_flows(app)
-    engine = _engine(home)
+    engine = _engine(home, configured=True)
     engine.register(*flows)
     report = engine.recover(max_age=age, max_attempts=max_attempts)
     rows = [{"run_id": e.run_id, "was": e.was, "status": e.status,
@@ -1004,7 +1013,7 @@ def submit(flow_name: str, home: Path, input_json: str, run_id: str | None,
     Exit 3 when no --app defines FLOW.
     """
     data = _input_object(input_json)
-    with open_home(home) as eng:
+    with open_home(home, **_configured(home)) as eng:
         for spec in apps:
             eng.register(*load_flows(spec))
         new = eng.submit(flow_name, input=data, run_id=run_id)
@@ -1043,7 +1052,7 @@ def run_flow(flow_name: str, home: Path, input_json: str, run_id: str | None,
     was cancelled; 130 on Ctrl-C (the run stays resumable).
     """
     data = _input_object(input_json)
-    with open_home(home) as eng:
+    with open_home(home, **_configured(home)) as eng:
         for spec in apps:
             eng.register(*load_flows(spec))
         eng.flow(flow_name)  # UnknownFlow before anything is written
@@ -1203,7 +1212,8 @@ def config_cmd(home: Path | str, as_json: bool, config_file: Path | None,
                **flags: Any) -> None:
     """Print each effective setting and where it came from (default, bide.toml, env, flag).
 
-    `bide watch` with the same flags uses these values. HOME/bide.toml (or --config
+    `bide watch` with the same flags uses these values; `run`, `submit`, `resume` and
+    `recover` use its durability and lease_ttl. HOME/bide.toml (or --config
     FILE, or $BIDE_CONFIG) holds: durability, lease_ttl, approval_key_file,
     inbox_max_bytes and, in a [watch] table, workers, max_orphan_age, max_attempts,
     rescan, poll. Each can also be set by an environment variable: BIDE_LEASE_TTL,

@@ -134,3 +134,23 @@ def test_the_defaults_are_the_watchers_own(tmp_path):
     cfg = load(tmp_path / "none", environ={})
     assert cfg["watch.workers"] == bide.Watcher.DEFAULT_WORKERS
     assert cfg["inbox_max_bytes"] == MAX_BYTES and cfg.path is None
+
+
+def test_run_submit_resume_and_recover_take_lease_ttl_from_the_home(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(APPS))
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "bide.toml").write_text(TOML)  # lease_ttl = 12 (the default is 30)
+    app = ["--home", str(home), "--app", "watch_log_app:flows"]
+    for argv in (["run", "ok", "--run-id", "r-run"], ["submit", "ok", "--run-id", "r-sub"]):
+        out = CliRunner().invoke(main, [*argv, *app])
+        assert out.exit_code == 0, out.output
+    assert CliRunner().invoke(main, ["resume", "r-sub", *app]).exit_code == 0
+    assert CliRunner().invoke(main, ["submit", "ok", "--run-id", "r-rec", *app]).exit_code == 0
+    assert CliRunner().invoke(main, ["recover", *app]).exit_code == 0
+    with bide.open(home) as eng, eng.store.reader() as r:
+        for run_id in ("r-run", "r-sub", "r-rec"):
+            leases = [r.record(seq) for seq, kind in r.run_entries(run_id)
+                      if kind == "lease_acquired"]
+            assert leases and all(rec.expires_at - rec.at == 12 for rec in leases), run_id
+            assert eng.get(run_id).status == bide.Status.DONE
