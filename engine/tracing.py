@@ -144,17 +144,8 @@ class StepSpan:
             f"node {name}", context=otel.set_span_in_context(self.span),
             attributes={"bide.run_id": self.run_id, "bide.node": name, "bide.task": task,
                         "bide.attempt": attempt})
-        with otel.use_span(span, end_on_exit=True, record_exception=False,
-                           set_status_on_exception=False):
-            try:
-                yield
-            except Paused as exc:
-                span.set_attribute("bide.paused", str(exc.waiting.get("type", "")))
-                raise
-            except Exception as exc:
-                span.record_exception(exc)
-                span.set_status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
-                raise
+        with current(span):
+            yield
 
 
 @contextmanager
@@ -164,10 +155,18 @@ def tool_span(tracer: otel.Tracer, *, run_id: str, node: str, tool: str, key: st
     span = tracer.start_span(f"tool {tool}", attributes={
         "bide.run_id": run_id, "bide.node": node, "bide.tool": tool, "bide.intent_key": key,
         "bide.idempotency_key": idempotency_key})
+    with current(span):
+        yield span
+
+
+@contextmanager
+def current(span: Span) -> Iterator[None]:
+    """``span`` current while the body runs, ended after it: a pause is not an error (it
+    says what the run waits for), any other exception is recorded and marks it ERROR."""
     with otel.use_span(span, end_on_exit=True, record_exception=False,
                        set_status_on_exception=False):
         try:
-            yield span
+            yield
         except Paused as exc:
             span.set_attribute("bide.paused", str(exc.waiting.get("type", "")))
             raise
