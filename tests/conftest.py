@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,3 +114,34 @@ def app_json(proc: subprocess.CompletedProcess, fault: str | None) -> Any:
         return None
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.splitlines()[-1])
+
+
+@contextmanager
+def watched(request: pytest.FixtureRequest, home: Path, *flows: bide.Flow,
+            deadline: float = 30.0) -> Iterator[tuple[bide.Engine, bide.Engine]]:
+    """A watcher serving one engine in a thread, and a second engine (another client) on
+    the same home: a directory (one engine serves as both) or, for a ``request.param`` of
+    "postgres", the test server (two engines, each with its own local directory)."""
+    from bide.engine.watcher import Watcher
+
+    if request.param == "postgres":
+        pytest.importorskip("psycopg")
+        url = request.getfixturevalue("pg_url")
+        opened = [bide.open(url, local=home / "a", durability="fast"),
+                  bide.open(url, local=home / "b", durability="fast")]
+    else:
+        opened = [bide.open(home, durability="fast")]
+        opened.append(opened[0])
+    for e in opened:
+        e.register(*flows)
+    watcher = Watcher(opened[0], log=lambda _line: None)
+    thread = threading.Thread(target=watcher.serve, name="test-watch")
+    thread.start()
+    try:
+        yield opened[0], opened[1]
+    finally:
+        watcher.stop.set()  # the engine's own stopping event
+        thread.join(deadline)
+        assert not thread.is_alive(), "the watcher did not stop"
+        for e in dict.fromkeys(opened):
+            e.close()

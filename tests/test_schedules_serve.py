@@ -6,14 +6,12 @@ rather than finding it at a 30 s re-read. Every wait has a deadline."""
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from collections.abc import Iterator
 
 import bide
 import pytest
-from bide.engine.watcher import Watcher
-from conftest import APPS
+from conftest import APPS, watched
 from polling import wait_for
 
 sys.path.insert(0, str(APPS))
@@ -25,27 +23,8 @@ DEADLINE = 30.0
 @pytest.fixture(params=["lmdb", "postgres"])
 def served(request, home) -> Iterator[tuple[bide.Engine, bide.Engine]]:
     """A watcher serving one engine in a thread, and a second engine (another client)."""
-    if request.param == "postgres":
-        pytest.importorskip("psycopg")
-        url = request.getfixturevalue("pg_url")
-        opened = [bide.open(url, local=home / "a", durability="fast"),
-                  bide.open(url, local=home / "b", durability="fast")]
-    else:
-        opened = [bide.open(home, durability="fast")]
-        opened.append(opened[0])
-    for e in opened:
-        e.register(schedule_app.flow)
-    watcher = Watcher(opened[0], log=lambda _line: None)
-    thread = threading.Thread(target=watcher.serve, name="test-schedule-watch")
-    thread.start()
-    try:
-        yield opened[0], opened[1]
-    finally:
-        watcher.stop.set()
-        thread.join(DEADLINE)
-        assert not thread.is_alive(), "the watcher did not stop"
-        for e in dict.fromkeys(opened):
-            e.close()
+    with watched(request, home, schedule_app.flow) as engines:
+        yield engines
 
 
 def test_a_schedule_recorded_while_serving_starts_its_slots_on_time(served):

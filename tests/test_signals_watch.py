@@ -7,15 +7,13 @@ rescan. Every wait has a deadline."""
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from collections.abc import Iterator
 
 import bide
 import pytest
 from bide.engine.signal_files import drop_signal
-from bide.engine.watcher import Watcher
-from conftest import APPS
+from conftest import APPS, watched
 from polling import wait_for
 
 sys.path.insert(0, str(APPS))
@@ -27,29 +25,8 @@ DEADLINE = 30.0
 @pytest.fixture(params=["lmdb", "postgres"])
 def served(request, home) -> Iterator[tuple[bide.Engine, bide.Engine]]:
     """A watcher serving one engine in a thread, and a second engine (another client)."""
-    if request.param == "postgres":
-        pytest.importorskip("psycopg")
-        url = request.getfixturevalue("pg_url")
-        opened = [bide.open(url, local=home / "a", durability="fast"),
-                  bide.open(url, local=home / "b", durability="fast")]
-    else:
-        opened = [bide.open(home, durability="fast")]
-        opened.append(opened[0])
-    eng, client = opened
-    for e in opened:
-        e.register(signal_app.flow, signal_app.patient)
-    watcher = Watcher(eng, log=lambda _line: None)
-    thread = threading.Thread(target=watcher.serve, name="test-signal-watch")
-    thread.start()
-    try:
-        yield eng, client
-    finally:
-        eng.stopping.set()
-        watcher.stop.set()
-        thread.join(DEADLINE)
-        assert not thread.is_alive(), "the watcher did not stop"
-        for e in dict.fromkeys(opened):
-            e.close()
+    with watched(request, home, signal_app.flow, signal_app.patient) as engines:
+        yield engines
 
 
 def status(eng: bide.Engine, run_id: str) -> bide.Status:
