@@ -47,6 +47,7 @@ class Server:
                  port: int = DEFAULT_PORT, max_body: int = MAX_BYTES,
                  log: Callable[[str], None] = print, **app_options: Any) -> None:
         self.engine, self.watcher, self.host, self.port = engine, watcher, host, port
+        self._serve_app, self._uvicorn_module = _imported()  # before any file is made
         self.token_file = token_path(engine, token_file)
         self.token = load_token(self.token_file)
         self.log = log
@@ -55,11 +56,15 @@ class Server:
         self._thread: threading.Thread | None = None
         self.url: str | None = None
 
+    @staticmethod
+    def check_extra() -> None:
+        """Raise ServeError (saying ``pip install 'bide[serve]'``) if the extra is missing."""
+        _imported()
+
     def app(self) -> Any:
         """The Starlette app (``serve_app.make_app``) wired to the watcher, if any."""
-        make_app = _imported().make_app
         watcher = self.watcher
-        return make_app(self.engine, self.token, max_body=self.max_body,
+        return self._serve_app.make_app(self.engine, self.token, max_body=self.max_body,
                         inbox=None if watcher is None else watcher.inbox,
                         offer=None if watcher is None else watcher.dispatcher.offer,
                         **self.app_options)
@@ -71,8 +76,7 @@ class Server:
             ServeError: the extra is missing, or the server did not start in time
                 (the port taken, say: uvicorn's own log says why).
         """
-        import uvicorn  # the serve extra: _imported() said so if it is missing
-
+        uvicorn = self._uvicorn_module
         config = uvicorn.Config(self.app(), host=self.host, port=self.port, lifespan="off",
                                 access_log=False, log_level="warning")
         server = uvicorn.Server(config)
@@ -111,11 +115,13 @@ class Server:
             self.stop()
 
 
-def _imported() -> Any:
-    """``serve_app``, or a ServeError saying which extra to install."""
+def _imported() -> tuple[Any, Any]:
+    """``serve_app`` and uvicorn, or a ServeError saying which extra to install."""
     try:
+        import uvicorn
+
         from . import serve_app
     except ImportError as exc:
         raise ServeError("bide serve", f"needs Starlette and uvicorn ({exc})",
                          hint="pip install 'bide[serve]'") from None
-    return serve_app
+    return serve_app, uvicorn
