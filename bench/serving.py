@@ -114,6 +114,7 @@ def decisions(root: Path, *, each: int = 20) -> dict[str, Any]:
     try:
         conn = h.connection()
         try:
+            h.call(conn, "GET", "/pending")  # the server's thread pool starts: not measured
             for i, (run_id, aid) in enumerate(waiting.items()):
                 door = "http" if i % 2 == 0 else "file"
                 if door == "http":
