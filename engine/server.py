@@ -24,6 +24,7 @@ from .serve_token import load_token
 from .watcher import Watcher
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
+GRACE = 5.0  # seconds uvicorn lets requests under way finish when stopping
 TOKEN_FILE = "serve.token"  # in the home, unless --token-file names another
 
 
@@ -53,6 +54,7 @@ class Server:
         self.log = log
         self.max_body, self.app_options = max_body, app_options
         self._uvicorn: Any = None
+        self._closing = threading.Event()  # set by stop(): open event streams end
         self._thread: threading.Thread | None = None
         self.url: str | None = None
 
@@ -67,7 +69,7 @@ class Server:
         return self._serve_app.make_app(self.engine, self.token, max_body=self.max_body,
                         inbox=None if watcher is None else watcher.inbox,
                         offer=None if watcher is None else watcher.dispatcher.offer,
-                        **self.app_options)
+                        closing=self._closing, **self.app_options)
 
     def start(self, timeout: float = 30.0) -> str:
         """Serve HTTP on a thread; return its URL once the socket listens.
@@ -77,8 +79,10 @@ class Server:
                 (the port taken, say: uvicorn's own log says why).
         """
         uvicorn = self._uvicorn_module
+        self._closing.clear()
         config = uvicorn.Config(self.app(), host=self.host, port=self.port, lifespan="off",
-                                access_log=False, log_level="warning")
+                                access_log=False, log_level="warning",
+                                timeout_graceful_shutdown=GRACE)
         server = uvicorn.Server(config)
         self._uvicorn = server
         self._thread = threading.Thread(target=server.run, name="bide-serve-http", daemon=True)
@@ -97,6 +101,7 @@ class Server:
         """Stop serving HTTP (open event streams are closed)."""
         if self._uvicorn is None or self._thread is None:
             return
+        self._closing.set()
         self._uvicorn.should_exit = True
         self._thread.join(timeout)
         if self._thread.is_alive():  # a stream that would not end: stop waiting for it

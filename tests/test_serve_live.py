@@ -4,6 +4,7 @@ that leaves)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -95,3 +96,39 @@ def test_a_client_that_leaves_ends_its_streams_thread(eng):
 
 def sse_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("bide-serve-sse")]
+
+
+class Errors(logging.Handler):
+    """uvicorn's error log, kept: what it says when it had to cancel a request."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.said: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.said.append(record.getMessage())
+
+
+def test_stopping_the_server_ends_open_streams(eng):
+    """They end at once, cleanly: uvicorn never has to cancel them after its grace."""
+    eng.start("gated", {}, run_id="r1")
+    errors = Errors()
+    with live(eng, keepalive=30) as server:
+        logging.getLogger("uvicorn.error").addHandler(errors)  # after uvicorn set its logging
+        try:
+            streams = [Stream(server, "/events"), Stream(server, "/runs/r1/events")]
+            streams[1].until_data(type="approval_requested")
+            server.stop()  # before the watcher: the streams end, not the grace period
+            try:
+                for s in streams:
+                    with pytest.raises(EOFError):
+                        while True:
+                            s.next()
+            finally:
+                for s in streams:
+                    s.close()
+        finally:
+            logging.getLogger("uvicorn.error").removeHandler(errors)
+        assert not server._thread.is_alive()
+        assert wait_for(lambda: not sse_threads(), 10), sse_threads()
+    assert errors.said == []
