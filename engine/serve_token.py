@@ -32,7 +32,10 @@ def load_token(path: Path) -> str:
 
 
 def _create(path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)  # mode 0600
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)  # mode 0600
+    except OSError as exc:  # no such directory, or not ours to write
+        raise ServeError(path, f"cannot create the token file: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "w", encoding="ascii") as fh:
             fh.write(secrets.token_urlsafe(32) + "\n")

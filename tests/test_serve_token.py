@@ -66,3 +66,8 @@ def test_serve_without_the_extra_exits_2_saying_what_to_install(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "pip install 'bide[serve]'" in done.stderr
     assert not (tmp_path / "h").exists()  # it stopped before making anything
+
+
+def test_a_token_file_that_cannot_be_made_is_a_clear_error(tmp_path):
+    with pytest.raises(bide.ServeError, match="cannot create the token file"):
+        load_token(tmp_path / "missing" / "serve.token")
