@@ -19,7 +19,6 @@ import asyncio
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -33,6 +32,7 @@ from .offload import off_loop, run_coroutine
 from .send import Task
 from .state import Op, to_ops
 from .step import StepScope
+from .task_threads import TaskThreads
 
 SIBLING_BOUND = 0.02  # seconds a finished task's output waits for its siblings to finish
 
@@ -127,9 +127,13 @@ def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
 
     workers = sum(min(n, scope.flow.nodes[name].concurrency)
                   for name, n in _counts(tasks).items())
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"bide-{scope.run_id}"
-                            ) as pool:
-        return list(pool.map(bounded, tasks))
+    if scope.threads is not None:  # the run's pool, kept across supersteps
+        return scope.threads.map(bounded, tasks, workers)
+    threads = TaskThreads(scope.run_id)
+    try:
+        return threads.map(bounded, tasks, workers)
+    finally:
+        threads.close()
 
 
 async def arun_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
