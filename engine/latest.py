@@ -204,10 +204,9 @@ def fold(tables: Tables, seq: int, cp: Checkpoint) -> None:
     run_id = cp.run_id
     old = load_directory(tables, run_id)
     batch = _Batch(tables)
-    stored = [] if old is None else _keys_in(run_id, old)
     try:
         if cp.full:
-            for table, key in stored:
+            for table, key in ([] if old is None else _keys_in(run_id, old)):
                 batch.delete(table, key)
             old = Directory(at=seq)
             for name, value in (cp.state or {}).items():
@@ -218,7 +217,9 @@ def fold(tables: Tables, seq: int, cp: Checkpoint) -> None:
         else:
             return
     except (KeyError, TypeError, _LargeItem):
-        for table, gone in stored:
+        # nothing of the batch is written yet: the tables still hold the old directory's
+        # keys (listed only here and for a full snapshot: a list's chunks grow with the run)
+        for table, gone in keys_of_run(tables, run_id):
             tables.delete(table, gone)
         return
     old.at = seq

@@ -16,7 +16,7 @@ from typing import Any
 import bide
 from bide.bench.memory import run_in_memory
 from bide.bench.workloads import Workload
-from bide.engine import maintenance, task_threads
+from bide.engine import latest, maintenance, task_threads
 
 
 def watch(flow: bide.Flow, note: Callable[[], Any]) -> None:
@@ -66,3 +66,28 @@ def test_the_memory_baseline_keeps_its_threads_too():
     assert state == w.expected() and steps == w.supersteps
     assert len(seen - {threading.main_thread()}) <= 4
     assert set(threading.enumerate()) <= set(before)
+
+
+def test_folding_a_delta_lists_no_key_of_the_run(engine, monkeypatch):
+    """A delta folds in O(1): listing every chunk key of a growing list (only a full
+    snapshot replaces them) made each step O(run length)."""
+    calls: list[str] = []
+    keys_in = latest._keys_in
+
+    def counted(run_id, found):
+        calls.append(run_id)
+        return keys_in(run_id, found)
+
+    monkeypatch.setattr(latest, "_keys_in", counted)
+    w = Workload("long", 150, 100)
+    flow = w.flow()
+    engine.register(flow)
+    run = engine.start(flow.name, w.initial(), run_id="long")
+    assert run.status == bide.Status.DONE and run.state == w.expected()
+    with engine.store.reader() as r:
+        fulls = [seq for seq, rtype in r.run_entries("long")
+                 if rtype == "checkpoint" and r.record(seq).full]
+    assert len(fulls) >= 2  # the first snapshot, then at version 64 at least
+    assert len(calls) == len(fulls) - 1  # each later full snapshot drops the old keys
+    assert engine.state("long") == w.expected()
+    assert maintenance.doctor(engine.store).ok
