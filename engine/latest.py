@@ -202,8 +202,8 @@ def fold(tables: Tables, seq: int, cp: Checkpoint) -> None:
     measured by ``bench/physical.py``); the next full snapshot tries again.
     """
     run_id = cp.run_id
-    old = load_directory(tables, run_id)
     batch = _Batch(tables)
+    old = load_directory(batch, run_id)
     try:
         if cp.full:
             for table, key in ([] if old is None else _keys_in(run_id, old)):
@@ -238,11 +238,18 @@ class _Batch:
     def __init__(self, tables: Tables) -> None:
         self.tables = tables
         self.pending: dict[Entry, bytes | None] = {}
+        self.stored: dict[Entry, bytes | None] = {}  # read from the tables: not read twice
 
     def get(self, table: str, key: bytes) -> bytes | None:
         if (table, key) in self.pending:
             return self.pending[table, key]
-        return self.tables.get(table, key)
+        return self._stored(table, key)
+
+    def _stored(self, table: str, key: bytes) -> bytes | None:
+        entry = (table, key)
+        if entry not in self.stored:
+            self.stored[entry] = self.tables.get(table, key)
+        return self.stored[entry]
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.pending[table, key] = value
@@ -255,7 +262,7 @@ class _Batch:
 
     def flush(self) -> None:
         for (table, key), value in self.pending.items():
-            stored = self.tables.get(table, key)
+            stored = self._stored(table, key)
             if value is None and stored is not None:
                 self.tables.delete(table, key)
             elif value is not None and value != stored:

@@ -104,6 +104,19 @@ class _Countdown:
         return self.left == 0
 
 
+class _Alone(_Countdown):
+    """A superstep of one sync task (a chain's): no sibling to wait for, no lock to make."""
+
+    def __init__(self) -> None:
+        self.n = self.left = 1
+
+    def last(self, task: str) -> bool:
+        return True
+
+    def together(self, task: str) -> bool:
+        return True
+
+
 def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
     """Run a superstep's tasks; results in the given order.
 
@@ -114,11 +127,12 @@ def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
     """
     if not tasks:
         return []
-    left = _Countdown(len(tasks), backlog=_backlog(scope, tasks))
     if any(scope.flow.nodes[t.node].is_async for t in tasks):
+        left = _Countdown(len(tasks), backlog=_backlog(scope, tasks))
         return run_coroutine(lambda: _gather(scope, left, tasks))
     if len(tasks) == 1:
-        return [_run_sync(scope, left, tasks[0])]
+        return [_run_sync(scope, _Alone(), tasks[0])]
+    left = _Countdown(len(tasks), backlog=_backlog(scope, tasks))
     slots = {name: threading.BoundedSemaphore(n) for name, n in _slots(scope, tasks).items()}
 
     def bounded(task: Task) -> TaskResult:

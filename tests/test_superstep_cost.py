@@ -16,7 +16,8 @@ from typing import Any
 import bide
 from bide.bench.memory import run_in_memory
 from bide.bench.workloads import Workload
-from bide.engine import latest, maintenance, task_threads
+from bide.engine import latest, maintenance, task_threads, tasks
+from bide.formats import Checkpoint
 
 
 def watch(flow: bide.Flow, note: Callable[[], Any]) -> None:
@@ -91,3 +92,56 @@ def test_folding_a_delta_lists_no_key_of_the_run(engine, monkeypatch):
     assert len(calls) == len(fulls) - 1  # each later full snapshot drops the old keys
     assert engine.state("long") == w.expected()
     assert maintenance.doctor(engine.store).ok
+
+
+class DictTables:
+    """``latest.Tables`` over a dict, recording every read."""
+
+    def __init__(self) -> None:
+        self.data: dict[tuple[str, bytes], bytes] = {}
+        self.reads: list[tuple[str, bytes]] = []
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        self.reads.append((table, key))
+        return self.data.get((table, key))
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self.data[table, key] = value
+
+    def delete(self, table: str, key: bytes) -> None:
+        self.data.pop((table, key), None)
+
+    def record(self, seq: int) -> Any:
+        raise KeyError(seq)
+
+
+def test_folding_a_delta_reads_each_entry_once():
+    """The fold compared each value it writes with what is stored by reading it again."""
+    tables = DictTables()
+    full = Checkpoint(run_id="r", version=0, superstep=0, status=bide.Status.RUNNING,
+                      full=True, state={"items": ["a" * 100] * 12, "count": 12}, at=0.0)
+    latest.fold(tables, 1, full)
+    tables.reads.clear()
+    delta = Checkpoint(run_id="r", version=1, superstep=1, status=bide.Status.RUNNING,
+                       base=1, ops=[("items", "append", ["b" * 100]), ("count", "set", 13)],
+                       at=0.0)
+    latest.fold(tables, 2, delta)
+    assert tables.reads and len(tables.reads) == len(set(tables.reads)), tables.reads
+    assert latest.read(tables, "r", 2) == {"items": ["a" * 100] * 12 + ["b" * 100],
+                                           "count": 13}
+
+
+def test_a_chain_superstep_makes_no_sibling_countdown(engine, monkeypatch):
+    """One task has no sibling to wait for: no lock and condition made per superstep."""
+    made: list[int] = []
+    init = tasks._Countdown.__init__
+
+    def counted(self, *args, **kwargs):
+        made.append(1)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(tasks._Countdown, "__init__", counted)
+    w = Workload("long", 30, 100)
+    engine.register(w.flow())
+    assert engine.start(w.flow().name, w.initial(), run_id="chain").state == w.expected()
+    assert made == []
