@@ -19,6 +19,7 @@ import asyncio
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -133,19 +134,27 @@ def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
     if len(tasks) == 1:
         return [_run_sync(scope, _Alone(), tasks[0])]
     left = _Countdown(len(tasks), backlog=_backlog(scope, tasks))
+    workers = sum(min(n, scope.flow.nodes[name].concurrency)
+                  for name, n in _counts(tasks).items())
+    if not left.backlog:  # every task has a thread at once: no slot to wait for
+        return _mapped(scope, lambda task: _run_sync(scope, left, task), tasks, workers)
     slots = {name: threading.BoundedSemaphore(n) for name, n in _slots(scope, tasks).items()}
 
     def bounded(task: Task) -> TaskResult:
         with slots[task.node]:
             return _run_sync(scope, left, task)
 
-    workers = sum(min(n, scope.flow.nodes[name].concurrency)
-                  for name, n in _counts(tasks).items())
+    return _mapped(scope, bounded, tasks, workers)
+
+
+def _mapped(scope: StepScope, fn: Callable[[Task], TaskResult], tasks: list[Task],
+            workers: int) -> list[TaskResult]:
+    """``fn`` over ``tasks`` in the run's threads (or a pool of this superstep's own)."""
     if scope.threads is not None:  # the run's pool, kept across supersteps
-        return scope.threads.map(bounded, tasks, workers)
+        return scope.threads.map(fn, tasks, workers)
     threads = TaskThreads(scope.run_id)
     try:
-        return threads.map(bounded, tasks, workers)
+        return threads.map(fn, tasks, workers)
     finally:
         threads.close()
 

@@ -145,3 +145,20 @@ def test_a_chain_superstep_makes_no_sibling_countdown(engine, monkeypatch):
     engine.register(w.flow())
     assert engine.start(w.flow().name, w.initial(), run_id="chain").state == w.expected()
     assert made == []
+
+
+def test_a_fan_out_whose_tasks_all_have_a_slot_makes_no_semaphore(engine, monkeypatch):
+    """Slots matter only when a node has more tasks than its concurrency (a map's Sends)."""
+    made: list[int] = []
+    real = threading.BoundedSemaphore
+
+    class Counted(real):  # type: ignore[misc, valid-type]
+        def __init__(self, value: int = 1) -> None:
+            made.append(value)
+            super().__init__(value)
+
+    monkeypatch.setattr(threading, "BoundedSemaphore", Counted)
+    w = Workload("fanout4", 5, 100)
+    engine.register(w.flow())
+    assert engine.start(w.flow().name, w.initial(), run_id="fan").state == w.expected()
+    assert made == []
