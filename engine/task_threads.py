@@ -31,13 +31,16 @@ class TaskThreads:
     def map(self, fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
         """``fn`` over ``items`` on up to ``workers`` threads; results in order.
 
-        Waits for every call before returning or raising (the first exception in
-        order), as leaving a ``ThreadPoolExecutor`` block did.
+        Every call ends before this returns or raises (the first exception in
+        order), as when leaving a ``ThreadPoolExecutor`` block: a Ctrl-C while
+        waiting still lets the tasks finish (and commit) before the run stops.
         """
         pool = self._with(workers)
         futures = [pool.submit(fn, item) for item in items]
-        concurrent.futures.wait(futures)
-        return [f.result() for f in futures]
+        try:
+            return [f.result() for f in futures]
+        finally:
+            concurrent.futures.wait(futures)
 
     def _with(self, workers: int) -> ThreadPoolExecutor:
         if self._pool is None or workers > self._size:

@@ -9,11 +9,14 @@ change bringing it back fails here, whatever the machine's load.
 from __future__ import annotations
 
 import dataclasses
+import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import bide
+import pytest
 from bide.bench.memory import run_in_memory
 from bide.bench.workloads import Workload
 from bide.engine import latest, maintenance, task_threads, tasks
@@ -162,3 +165,28 @@ def test_a_fan_out_whose_tasks_all_have_a_slot_makes_no_semaphore(engine, monkey
     engine.register(w.flow())
     assert engine.start(w.flow().name, w.initial(), run_id="fan").state == w.expected()
     assert made == []
+
+
+def test_the_run_threads_let_every_task_end_before_an_interrupt_goes_on():
+    """As leaving a pool's with-block did: a Ctrl-C while waiting for the tasks reaches
+    the run only once they ended (their outputs and tool outcomes committed)."""
+    ended: list[int] = []
+    both = threading.Barrier(2, timeout=5)
+
+    def task(i: int) -> int:
+        both.wait()  # both submitted: the caller is waiting for them
+        if i == 0:
+            time.sleep(0.1)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # Ctrl-C
+        time.sleep(0.3)
+        ended.append(i)
+        return i
+
+    threads = task_threads.TaskThreads("t")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            threads.map(task, [0, 1], 2)
+            time.sleep(5)  # not reached: the interrupt lands while map waits
+        assert sorted(ended) == [0, 1]
+    finally:
+        threads.close()
