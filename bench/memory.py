@@ -1,7 +1,8 @@
 """The no-persistence baseline: a flow's nodes and reducers run in memory.
 
 Same supersteps as the engine (``Flow.successors``), same folding
-(``state.fold``), same concurrency (one node inline, several in a thread pool),
+(``state.fold``), same concurrency (one node inline, several in a thread pool kept for the
+run, as the engine keeps one per run),
 no store, no serializability checks, tools called directly. The difference
 between this and ``Engine.start`` is what durability costs.
 """
@@ -51,7 +52,12 @@ def _ops(flow: Flow, update: Any) -> list[Op]:
 def run_in_memory(flow: Flow, state: dict[str, Any], run_id: str = "mem"
                   ) -> tuple[dict[str, Any], int]:
     """Run ``flow`` from ``state`` to the end; returns (final state, supersteps)."""
-    state = dict(state)
+    with ThreadPoolExecutor(max_workers=32) as pool:  # kept across supersteps, as the engine's
+        return _run(flow, dict(state), run_id, pool)
+
+
+def _run(flow: Flow, state: dict[str, Any], run_id: str, pool: ThreadPoolExecutor
+         ) -> tuple[dict[str, Any], int]:
     seen: dict[str, dict[str, int]] = {}
     names = flow.start_nodes()
     superstep = 0
@@ -65,8 +71,7 @@ def run_in_memory(flow: Flow, state: dict[str, Any], run_id: str = "mem"
         if len(names) == 1:
             updates = [call(names[0])]
         else:
-            with ThreadPoolExecutor(max_workers=min(len(names), 32)) as pool:
-                updates = list(pool.map(call, names))
+            updates = list(pool.map(call, names))
         writes = [(n, _ops(flow, u)) for n, u in zip(names, updates, strict=True)]
         state, _ = fold(flow, state, writes)
         names, _ = flow.successors(names, state, seen)  # a baseline of static flows: no Sends

@@ -35,6 +35,7 @@ from .send import Task, plan_tasks
 from .state import DEFERRED, Op, fold
 from .step import StepScope
 from .store import Store
+from .task_threads import TaskThreads
 from .tasks import TaskResult, arun_tasks, run_tasks
 from .vocabulary import Status, Waiting, pause_status
 
@@ -96,6 +97,7 @@ class Execution:
         self.steps_since_cp = 0
         self.labels: dict[str, str] = {}  # task id -> how errors name it (search[3])
         self.held = HeldOutcomes(self._fenced, name=run_id)
+        self.threads = TaskThreads(run_id)  # parallel sync tasks' threads, kept while leased
         self.trace: RunSpan | None = None  # engine/tracing.py: this worker's run span
         self.step_trace: StepSpan | None = None
 
@@ -151,6 +153,7 @@ class Execution:
             release_on_full_store(self.store, exc, self.interrupted, lease_ttl=self.lease_ttl)
             raise
         finally:
+            self.threads.close()
             self.held.close()
             end_renewals()
 
@@ -175,7 +178,8 @@ class Execution:
         return StepScope(store=self.store, flow=self.flow, policy=self.policy,
                          run_id=self.run_id, token=self.token, superstep=self.superstep,
                          version=self.version, state=self.state, clock=self.clock,
-                         held=self.held, flows=self.flows, trace=self.step_trace)
+                         held=self.held, flows=self.flows, trace=self.step_trace,
+                         threads=self.threads)
 
     def _tasks(self) -> list[Task]:
         tasks = plan_tasks(self.superstep, self.next, self.sends)

@@ -202,12 +202,11 @@ def fold(tables: Tables, seq: int, cp: Checkpoint) -> None:
     measured by ``bench/physical.py``); the next full snapshot tries again.
     """
     run_id = cp.run_id
-    old = load_directory(tables, run_id)
     batch = _Batch(tables)
-    stored = [] if old is None else _keys_in(run_id, old)
+    old = load_directory(batch, run_id)
     try:
         if cp.full:
-            for table, key in stored:
+            for table, key in ([] if old is None else _keys_in(run_id, old)):
                 batch.delete(table, key)
             old = Directory(at=seq)
             for name, value in (cp.state or {}).items():
@@ -218,7 +217,9 @@ def fold(tables: Tables, seq: int, cp: Checkpoint) -> None:
         else:
             return
     except (KeyError, TypeError, _LargeItem):
-        for table, gone in stored:
+        # nothing of the batch is written yet: the tables still hold the old directory's
+        # keys (listed only here and for a full snapshot: a list's chunks grow with the run)
+        for table, gone in keys_of_run(tables, run_id):
             tables.delete(table, gone)
         return
     old.at = seq
@@ -237,11 +238,18 @@ class _Batch:
     def __init__(self, tables: Tables) -> None:
         self.tables = tables
         self.pending: dict[Entry, bytes | None] = {}
+        self.stored: dict[Entry, bytes | None] = {}  # read from the tables: not read twice
 
     def get(self, table: str, key: bytes) -> bytes | None:
         if (table, key) in self.pending:
             return self.pending[table, key]
-        return self.tables.get(table, key)
+        return self._stored(table, key)
+
+    def _stored(self, table: str, key: bytes) -> bytes | None:
+        entry = (table, key)
+        if entry not in self.stored:
+            self.stored[entry] = self.tables.get(table, key)
+        return self.stored[entry]
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.pending[table, key] = value
@@ -254,7 +262,7 @@ class _Batch:
 
     def flush(self) -> None:
         for (table, key), value in self.pending.items():
-            stored = self.tables.get(table, key)
+            stored = self._stored(table, key)
             if value is None and stored is not None:
                 self.tables.delete(table, key)
             elif value is not None and value != stored:

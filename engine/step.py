@@ -18,6 +18,7 @@ from .flow import Flow
 from .held import HeldOutcomes
 from .policy import Policy
 from .store import Reader, Store
+from .task_threads import TaskThreads
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class StepScope:
     held: HeldOutcomes | None = None  # the run's tool outcomes waiting to ride a commit
     flows: Mapping[str, Flow] = field(default_factory=dict)  # what ctx.child may start
     trace: Any = None  # engine/tracing.py's StepSpan when the engine traces; else None
+    threads: TaskThreads | None = None  # the run's task threads (None: a pool per superstep)
 
     def commit(self, records: Sequence[Record], *, task: str | None = None) -> list[int]:
         """Commit ``records`` unless another worker has taken the run's lease since.

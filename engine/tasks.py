@@ -19,7 +19,7 @@ import asyncio
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -33,6 +33,7 @@ from .offload import off_loop, run_coroutine
 from .send import Task
 from .state import Op, to_ops
 from .step import StepScope
+from .task_threads import TaskThreads
 
 SIBLING_BOUND = 0.02  # seconds a finished task's output waits for its siblings to finish
 
@@ -104,6 +105,19 @@ class _Countdown:
         return self.left == 0
 
 
+class _Alone(_Countdown):
+    """A superstep of one sync task (a chain's): no sibling to wait for, no lock to make."""
+
+    def __init__(self) -> None:
+        self.n = self.left = 1
+
+    def last(self, task: str) -> bool:
+        return True
+
+    def together(self, task: str) -> bool:
+        return True
+
+
 def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
     """Run a superstep's tasks; results in the given order.
 
@@ -114,22 +128,35 @@ def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
     """
     if not tasks:
         return []
-    left = _Countdown(len(tasks), backlog=_backlog(scope, tasks))
     if any(scope.flow.nodes[t.node].is_async for t in tasks):
+        left = _Countdown(len(tasks), backlog=_backlog(scope, tasks))
         return run_coroutine(lambda: _gather(scope, left, tasks))
     if len(tasks) == 1:
-        return [_run_sync(scope, left, tasks[0])]
+        return [_run_sync(scope, _Alone(), tasks[0])]
+    left = _Countdown(len(tasks), backlog=_backlog(scope, tasks))
+    workers = sum(min(n, scope.flow.nodes[name].concurrency)
+                  for name, n in _counts(tasks).items())
+    if not left.backlog:  # every task has a thread at once: no slot to wait for
+        return _mapped(scope, lambda task: _run_sync(scope, left, task), tasks, workers)
     slots = {name: threading.BoundedSemaphore(n) for name, n in _slots(scope, tasks).items()}
 
     def bounded(task: Task) -> TaskResult:
         with slots[task.node]:
             return _run_sync(scope, left, task)
 
-    workers = sum(min(n, scope.flow.nodes[name].concurrency)
-                  for name, n in _counts(tasks).items())
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"bide-{scope.run_id}"
-                            ) as pool:
-        return list(pool.map(bounded, tasks))
+    return _mapped(scope, bounded, tasks, workers)
+
+
+def _mapped(scope: StepScope, fn: Callable[[Task], TaskResult], tasks: list[Task],
+            workers: int) -> list[TaskResult]:
+    """``fn`` over ``tasks`` in the run's threads (or a pool of this superstep's own)."""
+    if scope.threads is not None:  # the run's pool, kept across supersteps
+        return scope.threads.map(fn, tasks, workers)
+    threads = TaskThreads(scope.run_id)
+    try:
+        return threads.map(fn, tasks, workers)
+    finally:
+        threads.close()
 
 
 async def arun_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
