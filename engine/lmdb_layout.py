@@ -60,11 +60,13 @@ class Layout:
 
     def physical(self, table: str, key: bytes) -> bytes:
         """The stored key of ``table``'s logical ``key``."""
+        if table == STATE:  # split at the first 0x00: only a 0x01 of the run id needs escaping
+            cut = key.index(b"\x00") + 1
+            if self.runs_shared and b"\x01" in key[:cut]:
+                return _escape(key[:cut - 1]) + b"\x00" + _MARK + key[cut:]
+            return key[:cut] + _MARK + key[cut:]
         if table == SEGMENTS:
             return _MARK + self._run_part(key, key.index(b"\x00"))
-        if table == STATE:
-            cut = key.index(b"\x00") + 1
-            return self._run_part(key[:cut], cut - 1) + _MARK + key[cut:]
         if table == RUNS and self.runs_shared:
             return _escape(key) + b"\x00" + _HEAD
         if table == RUNLOG and self.runs_shared:
