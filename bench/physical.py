@@ -38,6 +38,7 @@ import lmdb
 
 from ..engine.runtime import open as open_home
 from ..engine.vocabulary import Status
+from . import layout_model
 from .measure import WARMUP, instrumented, warmup_flow
 from .policies import POLICIES, BenchPolicy, get
 from .workloads import Workload
@@ -184,7 +185,9 @@ def run(quick: bool, root: Path, tick: Callable[[int], None] = lambda n: None
     if peer is not None:
         rows.append(peer)
     tick(1)
-    return {"rows": rows, "ratio_to_floor": ratio_to_floor(rows)}
+    floor_pages, pages = layout_model.model_pages(None, k, root), layout_model.bide_pages(k, root)
+    return {"rows": rows, "ratio_to_floor": ratio_to_floor(rows),
+            "pages": {"floor": floor_pages, "bide": pages, "ratio": pages / floor_pages}}
 
 
 def units() -> int:
@@ -215,6 +218,11 @@ def render(section: dict[str, Any]) -> str:
     if ratio is not None:
         lines.append(f"  default durable superstep / raw LMDB one-database commit: {ratio:.2f}x "
                      "(target <= 1.2x)")
+    pages = section.get("pages")
+    if pages:
+        lines.append(f"  pages written per commit (counted, bench/layout_model.py): default "
+                     f"superstep {pages['bide']:.2f}, floor {pages['floor']:.2f}: "
+                     f"{pages['ratio']:.2f}x")
     return "\n".join(lines)
 
 

@@ -40,8 +40,6 @@ import lmdb
 
 from . import faults, lmdb_store
 from .errors import CompactFailed, NotAHome, ReadOnlyHome, StoreBusy
-from .index import DERIVED
-from .lmdb_store import LOG
 from .maintenance import DoctorReport, check
 from .permissions import PRIVATE_DIR, PRIVATE_FILE
 from .run_view import pid_alive
@@ -141,11 +139,11 @@ def _clean_leftovers(home: Path, data: Path) -> None:
 def _copy(store: Path, tmp: Path) -> tuple[int, int]:
     """Copy compacted; return the source's last txn id and record count at copy time."""
     size = max((store / "data.mdb").stat().st_size, _MIN_MAP)
-    env = lmdb.open(str(store), map_size=size, max_dbs=len(DERIVED) + 4, readonly=True)
+    env = lmdb.open(str(store), map_size=size, max_dbs=lmdb_store.MAX_DBS, readonly=True)
     try:
         with env.begin() as txn:
             txnid = env.info()["last_txnid"]
-            records = txn.stat(env.open_db(LOG.encode(), txn=txn, create=False))["entries"]
+            records = lmdb_store.log_records(env, txn)
         env.copy(str(tmp), compact=True)
         os.chmod(tmp / "data.mdb", PRIVATE_FILE)  # LMDB creates the copy 0666 less the umask
         if env.info()["last_txnid"] != txnid:

@@ -43,23 +43,26 @@ from .index import (
     RunHead,
     apply,
     refold_without,
-    run_prefix,
+    runlog_key,
     runlog_type,
     seq_key,
     seq_of,
     with_checksum,
 )
+from .latest import SEGMENTS, STATE
 from .lmdb_layout import (
+    LEGACY,
+    LEGACY_ONLY,
+    MAIN,
     MAX_DBS,
     META,
     NAMED,
-    SHARED_BY,
-    SHARES,
-    home_db,
-    is_marked,
-    logical,
-    physical,
-    scan_prefix,
+    TREE,
+    Layout,
+    head_at,
+    layout_of,
+    past_entries,
+    run_end,
 )
 from .permissions import PRIVATE_FILE, open_private, private_dir
 from .restore import COPY_MARKER, Row, restore_rows
@@ -70,15 +73,16 @@ from .vocabulary import FINISHED
 
 # 2: derived index values carry a checksum (index.with_checksum);
 # 3: the attention table lists the runs that are not finished (attention.build);
-# 4: the latest-state index (engine/latest.py), built for every run on upgrade
-STORE_FORMAT = 4
+# 4: the latest-state index (engine/latest.py), built for every run on upgrade;
+# 5: the log, run log, run heads and latest state in LMDB's main database (lmdb_layout.TREE)
+STORE_FORMAT = 5
+_TREE_FORMAT = 5  # from this format on, the store is laid out as lmdb_layout.TREE
 _HIGH_WATER = b"deleted_last_seq"  # seqs are never given twice, even after `delete`
 DEFAULT_MAP_SIZE = 64 << 20
 DEFAULT_MAX_SIZE = 1 << 40
 DURABILITIES = ("durable", "fast")
 T = TypeVar("T")
 
-_TABLES = NAMED  # the named databases (lmdb_layout: some tables share one)
 _OPEN_RETRIES = 100  # lmdb.open racing another process that keeps growing the map
 _INTERRUPTED = "data.mdb.interrupted-"  # a creation killed half-way, set aside
 RESERVE = "disk-full-reserve"  # room kept for the commit that releases a run on a full disk
@@ -273,17 +277,51 @@ def _open_dbs(env: lmdb.Environment, *, readonly: bool) -> dict[str, Any]:
     thread of this process can hold its writer lock.
     """
     if readonly:  # py-lmdb begins a read-only transaction here: no writer lock to wait for
-        try:
-            return {name: env.open_db(name.encode(), create=False) for name in _TABLES}
-        except lmdb.NotFoundError:
+        dbs = existing_dbs(env, None, write=False)  # handles opened in a read txn die with it
+        if any(name not in dbs for name in (LEGACY.named if LOG in dbs else NAMED)):
             raise StoreError(f"{env.path()} is read-only and lacks a table this bide "
-                             "needs; open it once where it is writable", path=env.path()) from None
+                             "needs; open it once where it is writable", path=env.path())
+        return dbs
     while True:
         try:
             with env.begin(write=True) as txn:
-                return {name: env.open_db(name.encode(), txn=txn) for name in _TABLES}
+                dbs = existing_dbs(env, txn, write=True)  # an older layout's too, until moved
+                dbs.update({name: env.open_db(name.encode(), txn=txn) for name in NAMED})
+                return dbs
         except lmdb.MapResizedError:
             env.set_mapsize(0)  # no other transaction of ours exists on this new env
+
+
+def existing_dbs(env: lmdb.Environment, txn: lmdb.Transaction[bytes] | None, *,
+                 write: bool) -> dict[str, Any]:
+    """The main database and every named database the store has: an older layout's
+    too (``lmdb_layout.LEGACY``) until it is moved. A home already moved whose emptied
+    old databases are still there (a crash after the move) loses them when ``write``.
+
+    ``txn`` None: each handle is opened in a transaction of its own (py-lmdb keeps a
+    handle opened in an explicit read-only transaction only while that one is open).
+    """
+    def opened(name: bytes | None, create: bool) -> Any:
+        if txn is None:
+            return env.open_db(name, create=create)
+        return env.open_db(name, txn=txn, create=create)
+
+    dbs = {MAIN: opened(None, True)}
+    for name in dict.fromkeys((*NAMED, *LEGACY_ONLY)):
+        try:
+            dbs[name] = opened(name.encode(), False)
+        except lmdb.NotFoundError:
+            continue  # a table newer than the home, or one an older layout had
+    fmt = None
+    if META in dbs:
+        with nullcontext(txn) if txn is not None else env.begin() as reading:
+            fmt = reading.get(b"format", db=dbs[META])
+    if fmt is not None and int(fmt) >= _TREE_FORMAT:
+        for name in LEGACY_ONLY:
+            if name in dbs and write and txn is not None:
+                txn.drop(dbs.pop(name), delete=True)
+            dbs.pop(name, None)
+    return dbs
 
 
 def _release_env(path: Path) -> None:
@@ -341,22 +379,46 @@ class TxnTables:
     """``index.Tables`` over an LMDB write transaction (commit, delete, rebuild)."""
 
     def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> None:
-        self.txn, self.dbs = txn, dbs
+        self.txn, self.dbs, self.lay = txn, dbs, layout_of(dbs)
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        return self.txn.get(physical(table, key), db=self.dbs[home_db(table)])
+        return self.txn.get(self.lay.physical(table, key), db=self.dbs[self.lay.home_db(table)])
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
-        self.txn.put(physical(table, key), value, db=self.dbs[home_db(table)])
+        self.txn.put(self.lay.physical(table, key), value, db=self.dbs[self.lay.home_db(table)])
 
     def delete(self, table: str, key: bytes) -> None:
-        self.txn.delete(physical(table, key), db=self.dbs[home_db(table)])
+        self.txn.delete(self.lay.physical(table, key), db=self.dbs[self.lay.home_db(table)])
+
+    def append_log(self, seq: int, raw: bytes) -> None:
+        """Put the log record ``seq`` (above every seq in the log: LMDB's append path)."""
+        self.txn.put(self.lay.physical(LOG, seq_key(seq)), raw,
+                     db=self.dbs[self.lay.home_db(LOG)], append=True)
+
+    def delete_log(self, seq: int) -> None:
+        self.txn.delete(self.lay.physical(LOG, seq_key(seq)), db=self.dbs[self.lay.home_db(LOG)])
 
     def record(self, seq: int) -> Record:
-        raw = self.txn.get(seq_key(seq), db=self.dbs[LOG])
+        raw = self.txn.get(self.lay.physical(LOG, seq_key(seq)),
+                           db=self.dbs[self.lay.home_db(LOG)])
         if raw is None:
             raise KeyError(f"no log record at seq {seq}")
         return decode(raw, key=seq)
+
+
+def _clear_derived(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], lay: Layout) -> None:
+    """Empty every derived table (a rebuild follows): a database of its own is emptied
+    whole; in a shared one, only the derived tables' keys go (never the log's)."""
+    for name in dict.fromkeys(lay.home_db(t) for t in DERIVED):
+        if LOG not in lay.shares or name != lay.home_db(LOG):
+            txn.drop(dbs[name], delete=False)
+            continue
+        cur = txn.cursor(db=dbs[name])
+        mine = [t for t in DERIVED if lay.home_db(t) == name]
+        doomed = [key for key in cur.iternext(values=False)
+                  if any(lay.logical(t, key) is not None for t in mine)]
+        for key in doomed:
+            txn.delete(key, db=dbs[name])
 
 
 def _prefix_end(prefix: bytes) -> bytes | None:
@@ -394,48 +456,76 @@ class LMDBReader(TableReads):
     come from ``TableReads`` over ``get``/``scan``."""
 
     def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> None:
-        self.txn, self.dbs = txn, dbs
+        self.txn, self.dbs, self.lay = txn, dbs, layout_of(dbs)
+        self._log_db = dbs[self.lay.home_db(LOG)]
+        self._log_prefix = self.lay.physical(LOG, b"")
 
     def raw(self, seq: int) -> bytes | None:
-        return self.txn.get(seq_key(seq), db=self.dbs[LOG])
+        return self.txn.get(self._log_prefix + seq_key(seq), db=self._log_db)
 
     def run_entries(self, run_id: str, start: int = 0) -> Iterator[tuple[int, str]]:
         """As ``TableReads.run_entries``, but seeking straight to ``start`` (resume and
         the commit fence read a long run's newest entries)."""
-        prefix = run_prefix(run_id)
-        cur = self.txn.cursor(db=self.dbs[RUNLOG])
+        prefix = self.lay.physical(RUNLOG, runlog_key(run_id, 0))[:-8]  # run ␀, as stored
+        cur = self.txn.cursor(db=self.dbs[self.lay.home_db(RUNLOG)])
         if not cur.set_range(prefix + seq_key(max(start, 0))):
             return
         for key, raw in cur:
-            if not key.startswith(prefix) or is_marked(key, len(prefix)):
-                return  # past the run's log entries (its latest-state entries follow them)
+            if not key.startswith(prefix) or past_entries(key, len(prefix)):
+                return  # past the run's log entries (its head and latest state follow them)
             yield seq_of(key), runlog_type(raw, key)
 
     def log(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
-        cur = self.txn.cursor(db=self.dbs[LOG])
-        if not cur.set_range(seq_key(max(start, 0))):
+        cur = self.txn.cursor(db=self._log_db)
+        if not cur.set_range(self._log_prefix + seq_key(max(start, 0))):
             return
         for key, raw in cur:
+            if not key.startswith(self._log_prefix):
+                return
             yield seq_of(key), raw
 
     def last_seq(self) -> int:
-        cur = self.txn.cursor(db=self.dbs[LOG])
-        last = seq_of(cur.key()) if cur.last() else -1
+        cur = self.txn.cursor(db=self._log_db)
+        found = cur.last() and cur.key().startswith(self._log_prefix)
+        last = seq_of(cur.key()) if found else -1
         gone = self.txn.get(_HIGH_WATER, db=self.dbs[META])  # set when `delete` took the last
         return last if gone is None else max(last, seq_of(gone))
 
     def get(self, table: str, key: bytes) -> bytes | None:
         """The value at ``key`` in a derived table (``index.DERIVED``), or None."""
-        return self.txn.get(physical(table, key), db=self.dbs[home_db(table)])
+        return self.txn.get(self.lay.physical(table, key), db=self.dbs[self.lay.home_db(table)])
 
     def scan(self, table: str, prefix: bytes = b"", *,
              reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
         """``(key, value)`` of a derived table's keys starting with ``prefix``, in order."""
-        found = _scan(self.txn, self.dbs[home_db(table)], scan_prefix(table, prefix),
-                      reverse=reverse)
-        if home_db(table) == table and table not in SHARED_BY:
+        lay, db = self.lay, self.dbs[self.lay.home_db(table)]
+        if table == RUNS and lay.runs_shared:  # one head among each run's many keys
+            heads = _heads(self.txn, db, lay, lay.scan_prefix(RUNS, prefix))
+            return reversed(list(heads)) if reverse else heads
+        found = _scan(self.txn, db, lay.scan_prefix(table, prefix), reverse=reverse)
+        if not lay.filtered(table):
             return found
-        return ((k, v) for key, v in found if (k := logical(table, key)) is not None)
+        return ((k, v) for key, v in found if (k := lay.logical(table, key)) is not None)
+
+
+def _heads(txn: lmdb.Transaction[bytes], db: Any, lay: Layout,
+           prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """The run heads of runs whose id starts with ``prefix``, in run id order: a seek
+    to each run's head, then past the run's other keys (its log entries and state)."""
+    cur = txn.cursor(db=db)
+    found = cur.set_range(prefix)
+    while found:
+        key = cur.key()
+        if not key.startswith(prefix) or key[:1] == b"\xff":
+            return  # past the prefix, or at the segments and the log
+        if b"\x00" not in key:  # a named database's record
+            found = cur.set_range(key + b"\x00")
+            continue
+        head = head_at(key)
+        raw = txn.get(head, db=db)
+        if raw is not None:
+            yield lay.logical(RUNS, head) or b"", raw
+        found = cur.set_range(run_end(key))
 
 
 def _is_home(path: Path) -> bool:
@@ -542,6 +632,8 @@ class LMDBStore(Observed):
                     self._add_attention(txn)
                 if int(raw) < 4:
                     self._build_latest_state(txn)
+                if LOG in self.dbs:
+                    self._move_to_tree(txn)
                 txn.put(b"format", str(STORE_FORMAT).encode(), db=self.dbs[META])
 
         with self.reader() as r:  # the common case needs no write lock and no fsync
@@ -551,22 +643,42 @@ class LMDBStore(Observed):
         if raw is None and self.readonly is not None:
             raise NotAHome(self.home, f"its store was never initialized and {self.readonly}")
         self._write(check)
+        moved = {name: self.dbs.pop(name) for name in LEGACY_ONLY if name in self.dbs}
+        if moved:  # emptied by the move: now gone (a crash here: _open_dbs drops them)
+            def drop(txn: lmdb.Transaction[bytes]) -> None:
+                for db in moved.values():
+                    txn.drop(db, delete=True)
+
+            self._write(drop)
+
+    def _move_to_tree(self, txn: lmdb.Transaction[bytes]) -> None:
+        """Format 4 -> 5, in the opening transaction: move the log, run log, run heads
+        and latest state into the main database (``lmdb_layout.TREE``), emptying their
+        named databases (``_check_format`` deletes them once this has committed)."""
+        main = self.dbs[MAIN]
+        for name in LEGACY_ONLY:  # the log first: its keys are the main database's highest
+            tables = (RUNLOG, STATE, SEGMENTS) if name == RUNLOG else (name,)
+            for key, raw in txn.cursor(db=self.dbs[name]):
+                table, logical = next((t, k) for t in tables
+                                      if (k := LEGACY.logical(t, key)) is not None)
+                txn.put(TREE.physical(table, logical), raw, db=main, append=name == LOG)
+            txn.drop(self.dbs[name], delete=False)
 
     def _add_index_checksums(self, txn: lmdb.Transaction[bytes]) -> None:
         """Format 1 -> 2, in the opening transaction: frame every index value."""
+        reader, tables = LMDBReader(txn, self.dbs), TxnTables(txn, self.dbs)
         for table in (*FRAMED, LEASES):
-            if table in SHARES:
+            if table in (STATE, SEGMENTS):
                 continue  # newer than format 2: nothing to frame
-            db = self.dbs[table]
-            framed = [(key, new) for key, raw in txn.cursor(db=db)
+            framed = [(key, new) for key, raw in reader.scan(table)
                       if (new := with_checksum(table, key, raw)) is not None]
             for key, new in framed:
-                txn.put(key, new, db=db)
+                tables.put(table, key, new)
 
     def _add_attention(self, txn: lmdb.Transaction[bytes]) -> None:
         """Format 2 -> 3, in the opening transaction: list the runs not finished."""
         txn.drop(self.dbs[ATTENTION], delete=False)
-        attention.build(TxnTables(txn, self.dbs), txn.cursor(db=self.dbs[RUNS]),
+        attention.build(TxnTables(txn, self.dbs), list(LMDBReader(txn, self.dbs).scan(RUNS)),
                         FINISHED,
                         lambda key, raw: unpack_value(raw, RunHead, table=RUNS, key=key))
 
@@ -625,7 +737,7 @@ class LMDBStore(Observed):
             tables = TxnTables(txn, self.dbs)
             for record, raw in zip(batch, raws, strict=True):
                 seq += 1
-                txn.put(seq_key(seq), raw, db=self.dbs[LOG], append=True)
+                tables.append_log(seq, raw)
                 apply(tables, seq, len(raw), record)
                 seqs.append(seq)
             return seqs
@@ -656,7 +768,7 @@ class LMDBStore(Observed):
             last = reader.last_seq()
             doomed = refold_without(reader, tables, select(reader))
             for seq in doomed:
-                txn.delete(seq_key(seq), db=self.dbs[LOG])
+                tables.delete_log(seq)
             if last in doomed:
                 txn.put(_HIGH_WATER, seq_key(last), db=self.dbs[META])
             return sorted(doomed)
@@ -826,9 +938,8 @@ class LMDBStore(Observed):
         """Empty the derived tables and replay ``load(reader)``, in ONE write transaction."""
         def body(txn: lmdb.Transaction[bytes]) -> int:
             records = list(load(LMDBReader(txn, self.dbs)))
-            for name in dict.fromkeys(home_db(t) for t in DERIVED):
-                txn.drop(self.dbs[name], delete=False)
             tables = TxnTables(txn, self.dbs)
+            _clear_derived(txn, self.dbs, tables.lay)
             for seq, size, record in records:
                 apply(tables, seq, size, record)
             return len(records)
@@ -845,11 +956,13 @@ class LMDBStore(Observed):
             reader = LMDBReader(txn, self.dbs)
             last = reader.last_seq()
 
+            tables = TxnTables(txn, self.dbs)
+
             def put_log(batch: Sequence[Row]) -> None:
                 for seq, raw in batch:
-                    txn.put(seq_key(seq), raw, db=self.dbs[LOG], append=True)
+                    tables.append_log(seq, raw)
 
-            restore_rows(TxnTables(txn, self.dbs), last, rows, put_log)
+            restore_rows(tables, last, rows, put_log)
             if last_seq > max([last, *(seq for seq, _ in rows)]):
                 txn.put(_HIGH_WATER, seq_key(last_seq), db=self.dbs[META])
             if marker is None:
@@ -867,6 +980,15 @@ class LMDBStore(Observed):
         return None if raw is None else raw.decode()
 
 
+def log_records(env: lmdb.Environment, txn: lmdb.Transaction[bytes]) -> int:
+    """How many records the log of the store open as ``env`` holds (``compact`` checks
+    its copy against it)."""
+    dbs = existing_dbs(env, txn, write=False)
+    if LOG in dbs:
+        return int(txn.stat(dbs[LOG])["entries"])
+    return sum(1 for _ in LMDBReader(txn, dbs).log())
+
+
 @contextmanager
 def read_copy(path: Path) -> Iterator[LMDBReader]:
     """A reader over an LMDB store directory this process has not opened (a fresh copy).
@@ -876,8 +998,7 @@ def read_copy(path: Path) -> Iterator[LMDBReader]:
     size = max((path / "data.mdb").stat().st_size, DEFAULT_MAP_SIZE)
     env = lmdb.open(str(path), map_size=size, max_dbs=MAX_DBS, mode=PRIVATE_FILE)
     try:
-        dbs = {name: env.open_db(name.encode()) for name in _TABLES}
         with env.begin() as txn:
-            yield LMDBReader(txn, dbs)
+            yield LMDBReader(txn, existing_dbs(env, txn, write=False))
     finally:
         env.close()

@@ -22,7 +22,6 @@ from bide.engine.attention import ATTENTION
 from bide.engine.index import (
     APPROVALS,
     CHECKSUMMED,
-    DERIVED,
     FRAMED,
     INTENTS,
     RUNLOG,
@@ -32,8 +31,9 @@ from bide.engine.index import (
     runlog_key,
 )
 from bide.engine.latest import SEGMENTS, STATE
-from bide.engine.lmdb_layout import logical
-from bide.engine.lmdb_store import LEASES, LOG, META, STORE_FORMAT, LMDBReader
+from bide.engine.lmdb_layout import MAX_DBS
+from bide.engine.lmdb_store import META, STORE_FORMAT, LMDBReader, TxnTables, existing_dbs
+from bide.engine.store import LEASES
 from bide.formats import CorruptIndex, pack_value, unpack_value
 from cli_world import DECIDED, FLOWS, NOTIFIED, home, template  # noqa: F401 - fixtures
 from click.testing import CliRunner
@@ -50,10 +50,11 @@ def flip_bit(home: Path, table: str, key: bytes, bit: int | None = None) -> None
     """Flip one bit of a stored value behind the engine's back (a disk fault)."""
     with bide.open(home, create=False) as e:
         def body(txn):
-            value = bytearray(txn.get(key, db=e.store.dbs[table]))
+            tables = TxnTables(txn, e.store.dbs)  # the key where the store's layout keeps it
+            value = bytearray(tables.get(table, key))
             at = len(value) * 4 if bit is None else bit  # the middle of the value
             value[at // 8] ^= 1 << (at % 8)
-            txn.put(key, bytes(value), db=e.store.dbs[table])
+            tables.put(table, key, bytes(value))
         e.store._write(body)
 
 
@@ -129,9 +130,9 @@ def test_a_flipped_run_log_entry_is_refused_by_log_and_named_by_doctor(home):
 
 def test_every_single_bit_flip_of_an_index_value_is_caught(home):
     with bide.open(home, create=False) as e, e.store.reader() as r:
-        raw = r.txn.get(b"r-done", db=e.store.dbs[RUNS])
+        raw = r.get(RUNS, b"r-done")
         first = next(seq for seq, _ in r.run_entries("r-done"))
-        tag = r.txn.get(runlog_key("r-done", first), db=e.store.dbs[RUNLOG])
+        tag = r.get(RUNLOG, runlog_key("r-done", first))
     for table, good in ((RUNS, raw), (RUNLOG, tag)):
         for bit in range(len(good) * 8):
             value = bytearray(good)
@@ -154,27 +155,15 @@ def old_home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-def existing_dbs(env: lmdb.Environment, txn: lmdb.Transaction, names) -> dict:
-    """The named databases of ``names`` that an (old) store has."""
-    dbs = {}
-    for name in names:
-        try:
-            dbs[name] = env.open_db(name.encode(), txn=txn, create=False)
-        except lmdb.NotFoundError:  # a table newer than the home (e.g. the latest state)
-            pass
-    return dbs
-
-
 def raw_tables(store: Path) -> tuple[bytes, dict[str, dict[bytes, bytes]]]:
     """The format and every index table, read with plain LMDB (nothing is written)."""
-    env = lmdb.open(str(store), readonly=True, lock=False, max_dbs=len(DERIVED) + 4)
+    env = lmdb.open(str(store), readonly=True, lock=False, max_dbs=MAX_DBS)
     try:
         with env.begin() as txn:
-            dbs = existing_dbs(env, txn, (LOG, META, LEASES, *DERIVED))
-            tables = {t: {k: v for k, v in txn.cursor(db=dbs[t]) if logical(t, k) == k}
-                      if t in dbs else {}  # (the run log's database holds the state too)
-                      for t in INDEX_TABLES}
+            dbs = existing_dbs(env, txn, write=False)
             reader = LMDBReader(txn, dbs)  # reads a not yet migrated home as it is
+            tables = {t: dict(reader.scan(t)) if reader.lay.home_db(t) in dbs else {}
+                      for t in INDEX_TABLES}  # (a table newer than the home: none)
             tables["read"] = {h.run_id: h.status for h in reader.heads()}  # type: ignore
             tables["read"].update({a.approval_id: a.decision for a in reader.approvals()})
             return txn.get(b"format", db=dbs[META]), tables
@@ -199,7 +188,7 @@ def test_a_home_from_before_checksums_gains_them_on_its_first_writable_open(tmp_
     with bide.open(old, create=False):
         pass
     fmt, after = raw_tables(old / "store")
-    assert fmt == str(STORE_FORMAT).encode() == b"4"
+    assert fmt == str(STORE_FORMAT).encode() == b"5"
     assert all(after[table] for table in CHECKSUMMED)  # (an old home has no lease entries)
     assert before[ATTENTION] == {}  # format 1 had no attention table; the upgrade builds it
     assert {k.decode(): read_index(ATTENTION, k, v).status

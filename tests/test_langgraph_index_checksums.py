@@ -21,14 +21,14 @@ pytest.importorskip("langgraph.checkpoint.base")
 
 from bide.cli import main  # noqa: E402
 from bide.engine import langgraph_index as lg  # noqa: E402
-from bide.engine.index import DERIVED, read_index  # noqa: E402
+from bide.engine.index import read_index  # noqa: E402
 from bide.engine.langgraph_store import Threads  # noqa: E402
-from bide.engine.lmdb_store import LEASES, LOG, META, LMDBReader  # noqa: E402
+from bide.engine.lmdb_layout import MAX_DBS  # noqa: E402
+from bide.engine.lmdb_store import META, LMDBReader, existing_dbs  # noqa: E402
 from bide.formats import CorruptIndex  # noqa: E402
 from bide.langgraph import BideSaver  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint  # noqa: E402
-from test_index_checksums import existing_dbs  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
@@ -159,10 +159,10 @@ def everything(threads: Threads) -> list:
 def raw_home(store: Path):
     """The format and the ``langgraph`` table, read with plain LMDB; checkpoints read
     through the saver's read path on the unmigrated bytes (nothing is written)."""
-    env = lmdb.open(str(store), readonly=True, lock=False, max_dbs=len(DERIVED) + 4)
+    env = lmdb.open(str(store), readonly=True, lock=False, max_dbs=MAX_DBS)
     try:
         with env.begin() as txn:
-            dbs = existing_dbs(env, txn, (LOG, META, LEASES, *DERIVED))
+            dbs = existing_dbs(env, txn, write=False)
             reader = LMDBReader(txn, dbs)
             threads = Threads(None)  # type: ignore[arg-type]
             read = [threads._load(reader, k, v) for k, v in txn.cursor(db=dbs[lg.LG])
@@ -187,7 +187,7 @@ def test_an_old_langgraph_home_migrates_and_reads_back_every_checkpoint(tmp_path
     with BideSaver.from_home(home) as saver:
         assert everything(saver.threads) == expected
     fmt, after, _ = raw_home(home / "store")
-    assert fmt == b"4" and after.keys() == before.keys()
+    assert fmt == b"5" and after.keys() == before.keys()
     for key, value in after.items():
         assert value[:1] == b"\xc1", key
         assert read_index(lg.LG, key, value) == read_index(lg.LG, key, before[key])

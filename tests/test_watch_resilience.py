@@ -17,7 +17,7 @@ from pathlib import Path
 import bide
 from bide.engine import maintenance
 from bide.engine.blocking import BLOCKED
-from bide.engine.lmdb_store import LOG
+from bide.engine.lmdb_store import LOG, TxnTables
 from bide.engine.watcher import Watcher
 from conftest import APPS
 from polling import wait_for
@@ -127,9 +127,10 @@ def test_a_corrupt_record_blocks_only_its_run(home: Path) -> None:
     key = seq.to_bytes(8, "big")
     with bide.open(home, durability="fast") as e:
         def flip(txn):
-            value = bytearray(txn.get(key, db=e.store.dbs[LOG]))
+            tables = TxnTables(txn, e.store.dbs)  # the key where the store's layout keeps it
+            value = bytearray(tables.get(LOG, key))
             value[len(value) // 2] ^= 0x01
-            txn.put(key, bytes(value), db=e.store.dbs[LOG])
+            tables.put(LOG, key, bytes(value))
         e.store._write(flip)
         e.register(*evolving_app.OLD)
         runs = Watcher(e, log=lambda _line: None).once()["runs"]

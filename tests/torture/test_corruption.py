@@ -8,7 +8,7 @@ import bide
 import lmdb
 import pytest
 from bide.engine.errors import DurabilityLost, StoreFull
-from bide.engine.lmdb_store import LOG, seq_key
+from bide.engine.lmdb_store import LOG, TxnTables, seq_key
 from bide.engine.maintenance import doctor
 from bide.formats import decode
 from bide.formats.errors import CorruptRecord
@@ -57,8 +57,8 @@ def test_doctor_names_the_key_of_a_damaged_record(records, tmp_path, damage):
         bad = raw[: len(raw) // 2] if damage == "truncate" else \
             raw[:-3] + bytes([raw[-3] ^ 0x10]) + raw[-2:]
         with bide.open(copy, durability="fast") as eng:
-            eng.store._write(lambda txn, s=seq, b=bad: txn.put(seq_key(s), b,
-                                                                db=eng.store.dbs[LOG]))
+            eng.store._write(lambda txn, s=seq, b=bad: TxnTables(txn, eng.store.dbs).put(
+                LOG, seq_key(s), b))
             report = doctor(eng.store)
         assert not report.ok, name
         assert any(p.kind == "corrupt" and str(seq) in p.key for p in report.problems), \
