@@ -12,6 +12,7 @@ from .engine import langgraph
 from .engine.compaction import CompactReport, compact
 from .engine.copy_home import CopyReport, copy_home
 from .engine.errors import (
+    AlreadyDecided,
     ApprovalError,
     ApprovalKeyError,
     BideError,
@@ -56,6 +57,7 @@ from .engine.errors import (
     RunExists,
     RunNotResumable,
     ScheduleError,
+    ServeError,
     SignalRefused,
     StaleLease,
     StateNotSerializable,
@@ -89,6 +91,7 @@ from .engine.runs import CheckpointInfo, Run
 from .engine.runtime import Engine, check_run_id, open
 from .engine.schedules import Schedule
 from .engine.send import Send
+from .engine.server import Server
 from .engine.store import Store, WriteEvent
 from .engine.surface import read_approval_key
 from .engine.tools import Outcome, Tool, tool
@@ -103,6 +106,7 @@ _sys.modules[f"{__name__}.langgraph"] = langgraph
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlreadyDecided",
     "ApprovalError",
     "ApprovalKeyError",
     "BideError",
@@ -170,6 +174,8 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "Send",
+    "ServeError",
+    "Server",
     "SignalRefused",
     "StaleLease",
     "StateNotSerializable",

@@ -47,6 +47,7 @@ from . import (
     PackError,
     Readiness,
     RunExists,
+    Server,
     Status,
     UnknownKey,
     UnknownStatus,
@@ -1295,16 +1296,66 @@ def watch(home: Path, apps: tuple[str, ...], once: bool, limits: dict[str, int],
                    approval_key=key, inbox=inbox, requests=requests) as eng:
         for spec in apps:
             eng.register(*load_flows(spec))
-        watcher = Watcher(eng, poll=cfg["watch.poll"], max_orphan_age=cfg["watch.max_orphan_age"],
-                          max_attempts=cfg["watch.max_attempts"], workers=cfg["watch.workers"],
-                          limits=limits, rescan=cfg["watch.rescan"],
-                          inbox_max_bytes=cfg["inbox_max_bytes"],
-                          events=WatchLog(click.echo, as_json=log_json),
-                          readiness=Readiness(ready_file))
+        watcher = _watcher(eng, cfg, limits, log_json, ready_file)
         if once:
             watcher.once()
         else:
             watcher.serve()
+
+
+def _watcher(eng: Engine, cfg: HomeConfig, limits: dict[str, int], log_json: bool,
+             ready_file: Path | None) -> Watcher:
+    """The watcher `bide watch` and `bide serve` run, with the settings in ``cfg``."""
+    return Watcher(eng, poll=cfg["watch.poll"], max_orphan_age=cfg["watch.max_orphan_age"],
+                   max_attempts=cfg["watch.max_attempts"], workers=cfg["watch.workers"],
+                   limits=limits, rescan=cfg["watch.rescan"],
+                   inbox_max_bytes=cfg["inbox_max_bytes"],
+                   events=WatchLog(click.echo, as_json=log_json),
+                   readiness=Readiness(ready_file))
+
+
+@main.command()
+@click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
+              show_default=True, show_envvar=True,
+              help="The bide home directory (created if missing), or a postgresql:// URL.")
+@click.option("--app", "apps", multiple=True, required=True, metavar="MODULE:ATTR",
+              help="Flows to run (a Flow, or a list or tuple of Flows); repeat for more.")
+@click.option("--host", default=Server.DEFAULT_HOST, show_default=True,
+              help="The address to listen on (another than 127.0.0.1 lets other machines "
+                   "in: put TLS in front).")
+@click.option("--port", type=click.IntRange(0, 65535), default=Server.DEFAULT_PORT,
+              show_default=True, help="The port (0: any free one; the log says which).")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The bearer token every request needs, created owner-only with a random "
+                   "token when missing  [default: HOME/serve.token]")
+@setting_options
+@click.option("--limit", "limits", multiple=True, metavar="FLOW=N", callback=_flow_limits,
+              help="At most N runs of FLOW at once; repeat for more flows.")
+@click.option("--inbox", type=click.Path(file_okay=False, path_type=Path),
+              help="Take decision files from this directory too  [default: HOME/inbox]")
+@click.option("--log-json", "--json", "log_json", is_flag=True,
+              help="Log one JSON object per line.")
+@click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write this file once serving HTTP and runs (removed when stopping).")
+def serve(home: Path, apps: tuple[str, ...], host: str, port: int, token_file: Path | None,
+          limits: dict[str, int], inbox: Path | None, log_json: bool = False,
+          ready_file: Path | None = None, config_file: Path | None = None,
+          **flags: Any) -> None:
+    """Serve an HTTP API for runs and decisions, and keep runs moving (`bide watch`'s work
+    in the same process). Needs bide[serve]. Every route but / and /openapi.json needs
+    'Authorization: Bearer TOKEN', the token in --token-file.
+    """
+    cfg = _settings(home, config_file, flags)
+    key_file = cfg["approval_key_file"]
+    key = read_approval_key(key_file) if key_file else None
+    with open_home(home, durability=cfg["durability"], lease_ttl=cfg["lease_ttl"],
+                   approval_key=key, inbox=inbox) as eng:
+        for spec in apps:
+            eng.register(*load_flows(spec))
+        watcher = _watcher(eng, cfg, limits, log_json, ready_file)
+        server = Server(eng, watcher=watcher, token_file=token_file, host=host, port=port,
+                        max_body=cfg["inbox_max_bytes"], log=watcher.log)
+        server.run()
 
 
 @main.command()

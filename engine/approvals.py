@@ -13,7 +13,13 @@ from typing import Any
 
 from ..formats import ApprovalDecided, ApprovalRequested, digest_bytes, pack
 from . import value_schema
-from .errors import DecisionNotAllowed, DecisionRefused, InvalidAnswer, UnknownApproval
+from .errors import (
+    AlreadyDecided,
+    DecisionNotAllowed,
+    DecisionRefused,
+    InvalidAnswer,
+    UnknownApproval,
+)
 from .index import ApprovalState
 from .permissions import private_dir
 from .render import to_json
@@ -209,8 +215,7 @@ def check_decision(
     if req.decision is not None:
         if req.decision == decision and (decision != Decision.ANSWER or req.result == value):
             return req, True
-        raise DecisionRefused(approval_id, f"already decided {req.decision!r} by "
-                              f"{req.by or 'someone'}")
+        raise AlreadyDecided(approval_id, req.decision, req.by)
     if expired(req, now):
         raise DecisionRefused(approval_id, "the request expired")
     return req, False
@@ -224,8 +229,7 @@ def undecided(r: Reader, approval_id: str, decision: str, *, now: float,
     req, again = check_decision(r, approval_id, decision, now=now, run_id=run_id,
                                 digest=digest, value=value)
     if again:
-        raise DecisionRefused(approval_id, f"already decided {req.decision!r} by "
-                              f"{req.by or 'someone'}")
+        raise AlreadyDecided(approval_id, req.decision, req.by)
     return req
 
 

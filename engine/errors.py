@@ -22,6 +22,7 @@
     │   ├── CompactFailed          the compacted copy did not verify; nothing swapped
     │   └── CopyRefused            bide copy: destination not empty, a run leased... (Conflict)
     ├── ConfigError                bide.toml, or a setting, is not usable; names file, key, line
+    │   └── ServeError             bide serve: its extra missing, an unsafe token file
     ├── PackError                  bide pack: shiv missing, a distribution not installed...
     ├── FlowError                  flow definition or flow/run mismatch; ``flow``, ``node``
     │   ├── UnknownFlow            this process serves no flow of that name   (NotFound)
@@ -56,6 +57,7 @@
     └── ApprovalError
         ├── UnknownApproval                                                   (NotFound)
         ├── DecisionRefused        the decision does not fit the request      (Conflict)
+        │   ├── AlreadyDecided     the request was decided already (by whom, what)
         │   ├── DecisionNotAllowed  a decision this kind of request does not take
         │   └── InvalidAnswer      an answer does not match the question's schema
         ├── ApprovalKeyError       the home requires signed decisions; the key is missing or wrong
@@ -235,6 +237,11 @@ class ConfigError(BideError, ValueError):
         self.where, self.key, self.line = where, key, line
         at = f"{where}:{line}" if line else f"{where}"
         super().__init__(f"config {at}: {why}" + (f"; {hint}" if hint else ""))
+
+
+class ServeError(ConfigError):
+    """``bide serve`` cannot start: its extra is not installed, or its token file is not
+    safe to use (readable by others, not a regular file, empty); ``where`` names it."""
 
 
 class PackError(BideError):
@@ -510,6 +517,15 @@ class DecisionRefused(ApprovalError, Conflict):
         super().__init__(f"decision for {approval_id!r} refused: {why}")
 
 
+class AlreadyDecided(DecisionRefused):
+    """The request was decided already, otherwise than asked now (or, where a repeat is
+    refused too, the same way): says what was decided and by whom."""
+
+    def __init__(self, approval_id: str, decision: str | None, by: str | None) -> None:
+        self.decision, self.by = decision, by
+        super().__init__(approval_id, f"already decided {decision!r} by {by or 'someone'}")
+
+
 class DecisionNotAllowed(DecisionRefused):
     def __init__(self, approval_id: str, kind: str, decision: str, allowed: list[str]) -> None:
         self.kind, self.decision, self.allowed = kind, decision, allowed
@@ -573,6 +589,7 @@ class Paused(BaseException):  # noqa: N818 - control flow, not an error
 
 
 __all__ = [
+    "AlreadyDecided",
     "ApprovalError",
     "ApprovalKeyError",
     "BideError",
@@ -618,6 +635,7 @@ __all__ = [
     "RunExists",
     "RunNotResumable",
     "ScheduleError",
+    "ServeError",
     "SignalRefused",
     "StaleLease",
     "StateNotSerializable",

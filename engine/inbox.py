@@ -25,7 +25,7 @@ import msgspec
 
 from . import faults, signal_files, signing
 from .approvals import atomic_write_json, check_decision, decided
-from .errors import BideError, DecisionRefused
+from .errors import AlreadyDecided, BideError
 from .index import ApprovalState
 from .permissions import private_dir, trusted_uid
 from .store import Reader
@@ -129,19 +129,30 @@ def _bounded_int(text: str) -> int:
 
 def parse(data: bytes) -> dict[str, Any]:
     """Strict JSON: UTF-8, one object, no duplicate keys, no NaN/Infinity, known fields."""
+    body = strict_json(data)
+    if not isinstance(body, dict):
+        raise Refused(f"a decision file holds one JSON object, not {type(body).__name__}")
+    return check_fields(body)
+
+
+def strict_json(data: bytes) -> Any:
+    """UTF-8 JSON with no duplicate keys, no NaN/Infinity, integers in range (any value:
+    ``bide serve`` reads request bodies with it too)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise Refused(f"not UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
-        body = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_no_constants,
+        return json.loads(text, object_pairs_hook=_strict_object, parse_constant=_no_constants,
                           parse_int=_bounded_int)
     except (ValueError, RecursionError) as exc:
         if isinstance(exc, Refused):
             raise
         raise Refused(f"not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise Refused(f"a decision file holds one JSON object, not {type(body).__name__}")
+
+
+def check_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """A decision's (or signal's) fields, checked: known, of the right types, consistent."""
     if signal_files.is_signal(body):
         if (why := signal_files.problem(body)) is not None:
             raise Refused(why)
@@ -315,31 +326,17 @@ class Inbox:
         If the commit itself fails (a full disk...), each file is recorded alone, so
         each gets the outcome it would have had on its own.
         """
-        now = self.engine.clock()
-        verdicts: dict[str, tuple[ApprovalState | _SignalFile, bool] | str] = {}
-        here: dict[str, ApprovalState] = {}  # approvals decided by a file of this commit
-
-        def build(r: Reader) -> list[Any]:
-            verdicts.clear()  # a commit may build again (the map grew)
-            here.clear()
-            return [rec for f in files
-                    if (rec := self._decide(r, f, now, verdicts, here)) is not None]
-
         try:
-            self.engine.store.commit(build)
+            verdicts = self._commit(files)
         except BideError as exc:
             if len(files) == 1:  # as a file alone always was: rejected with the reason
                 return {files[0].name: self._settle(files[0].name, str(exc))}
             return {k: v for f in files for k, v in self._record_all([f]).items()}
-        faults.point("after_decision_recorded")
-        if self.on_recorded is not None:
-            self.on_recorded(sorted({v[0].run_id for v in verdicts.values()
-                                     if not isinstance(v, str)}))
         out: dict[str, FileResult | None] = {}
         for f in files:
             verdict = verdicts[f.name]
-            if isinstance(verdict, str):
-                out[f.name] = self._settle(f.name, verdict)
+            if isinstance(verdict, BideError):
+                out[f.name] = self._settle(f.name, str(verdict))
                 continue
             req, again = verdict
             if isinstance(req, _SignalFile):
@@ -353,9 +350,59 @@ class Inbox:
                 f"recorded {decision}", req.approval_id, req.run_id, again))
         return out
 
+    def _commit(self, files: list[_Read]) -> dict[str, Verdict]:
+        """Record the decisions of ``files`` in one commit: each one's verdict, by name.
+
+        Raises:
+            BideError: the commit itself failed (nothing of it was recorded).
+        """
+        now = self.engine.clock()
+        verdicts: dict[str, Verdict] = {}
+        here: dict[str, ApprovalState] = {}  # approvals decided by a file of this commit
+
+        def build(r: Reader) -> list[Any]:
+            verdicts.clear()  # a commit may build again (the map grew)
+            here.clear()
+            return [rec for f in files
+                    if (rec := self._decide(r, f, now, verdicts, here)) is not None]
+
+        self.engine.store.commit(build)
+        faults.point("after_decision_recorded")
+        if self.on_recorded is not None:
+            self.on_recorded(sorted({v[0].run_id for v in verdicts.values()
+                                     if not isinstance(v, BideError)}))
+        return verdicts
+
+    def take(self, body: dict[str, Any], raw: bytes, *, via: str) -> tuple[ApprovalState, bool]:
+        """A decision that came without a file (``bide serve``'s ``POST /decisions``): the
+        checks and the commit a decision file gets, its ``body`` as a file's parsed one.
+
+        No owner check: no file has an owner, the caller proved who it is another way
+        (the server's token). ``via`` is recorded where a file's name would be.
+
+        Returns:
+            The request, and True if this very decision was recorded already (a no-op).
+
+        Raises:
+            Refused: the fields or the signature. BideError: the request refuses it
+            (UnknownApproval, AlreadyDecided, DecisionRefused...), or the commit failed.
+            Nothing is recorded then.
+        """
+        check_fields(body)
+        if signal_files.is_signal(body):
+            raise Refused("a signal is not a decision")
+        self._check_signature(body)
+        read = _Read(via, body, "sha256:" + hashlib.sha256(raw).hexdigest())
+        verdict = self._commit([read])[via]
+        if isinstance(verdict, BideError):
+            raise verdict
+        req, again = verdict
+        assert isinstance(req, ApprovalState)  # a decision's verdict is its request
+        return req, again
+
     @staticmethod
     def _decide(r: Reader, f: _Read, now: float,
-                verdicts: dict[str, tuple[ApprovalState | _SignalFile, bool] | str],
+                verdicts: dict[str, Verdict],
                 here: dict[str, ApprovalState]) -> Any:
         """One file's decision record (None if none), checked against the store and the
         files before it in the same commit: its verdict, or why not, in ``verdicts``."""
@@ -369,11 +416,10 @@ class Inbox:
                 req = here[aid]
                 if req.decision != decision or (decision == Decision.ANSWER
                                                 and req.result != body.get("value")):
-                    raise DecisionRefused(aid, f"already decided {req.decision!r} by "
-                                          f"{req.by or 'someone'}")
+                    raise AlreadyDecided(aid, req.decision, req.by)
                 again = True
         except BideError as exc:
-            verdicts[f.name] = str(exc)
+            verdicts[f.name] = exc
             return None
         verdicts[f.name] = (req, again)
         if again:
@@ -409,13 +455,17 @@ class _SignalFile:
     run_id: str
 
 
-def _signal(r: Reader, f: _Read, now: float,
-            verdicts: dict[str, tuple[ApprovalState | _SignalFile, bool] | str]) -> Any:
+# what came of one file in a commit: its request (or signal) and whether it was a repeat,
+# or why it was refused
+Verdict = tuple[ApprovalState | _SignalFile, bool] | BideError
+
+
+def _signal(r: Reader, f: _Read, now: float, verdicts: dict[str, Verdict]) -> Any:
     """A signal file's record (None if none): its verdict, or why not, in ``verdicts``."""
     try:
         record, run_id = signal_files.record_of(r, f.body, f.name, f.content, now)
     except BideError as exc:
-        verdicts[f.name] = str(exc)
+        verdicts[f.name] = exc
         return None
     verdicts[f.name] = (_SignalFile(run_id), record is None)
     return record
