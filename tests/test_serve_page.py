@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -90,10 +90,40 @@ def test_the_token_stays_out_of_urls() -> None:
 # -- a served home ----------------------------------------------------------------------
 @dataclass
 class Served:
-    url: str
-    token: str
+    """A ``bide serve`` subprocess over ``home``, stopped and started again on its port."""
+
     home: Path
     effects: Path
+    log: Path
+    port: int = field(default_factory=lambda: free_port())
+    token: str = ""
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        env = worker_env(extra={"BIDE_TEST_EFFECTS": str(self.effects), "PYTHONPATH": str(APPS)})
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bide.cli", "serve", "--home", str(self.home),
+                 "--app", "page_app:FLOWS", "--host", "127.0.0.1", "--port", str(self.port)],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        ready(self.url, self.proc, self.log)
+        self.token = (self.home / "serve.token").read_text().strip()
+
+    def stop(self) -> None:
+        """SIGTERM (SIGKILL after a deadline), waited for."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
     def engine(self) -> bide.Engine:
         engine = bide.open(self.home, durability="fast")
@@ -158,28 +188,13 @@ def ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 @pytest.fixture
 def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
     """``bide serve`` over a home where the runs the test names (``waiting(...)``) wait."""
-    home, effects, log = tmp_path / "home", tmp_path / "effects.log", tmp_path / "serve.log"
-    start_runs(home, effects, *getattr(request, "param", ()))
-    port = free_port()
-    env = worker_env(extra={"BIDE_TEST_EFFECTS": str(effects), "PYTHONPATH": str(APPS)})
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bide.cli", "serve", "--home", str(home),
-             "--app", "page_app:FLOWS", "--host", "127.0.0.1", "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    server = Served(tmp_path / "home", tmp_path / "effects.log", tmp_path / "serve.log")
+    start_runs(server.home, server.effects, *getattr(request, "param", ()))
     try:
-        url = f"http://127.0.0.1:{port}"
-        ready(url, proc, log)
-        token = (home / "serve.token").read_text().strip()
-        yield Served(url, token, home, effects)
+        server.start()
+        yield server
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -350,3 +365,49 @@ def test_a_call_in_doubt_reconciled_on_the_page(page: Any, served: Served) -> No
     assert wait_for(lambda: served.status("p-1") == bide.Status.DONE, timeout=20)
     assert count_effects(served.effects) == {"charge 7": 1}
     assert served.approval(doubt).decision == bide.Decision.RETRY
+
+
+@waiting(("deploy", "d-s", {"version": "v1"}))
+def test_a_stale_card_shows_the_servers_409_and_records_nothing(
+        page: Any, served: Served) -> None:
+    """With the event stream cut, a card outlives its request: the server says why."""
+    from playwright.sync_api import expect
+
+    approval = waiting_on(served, "d-s")
+    page.route("**/events", lambda route: route.abort())  # no live updates in this tab
+    log_in(page, served.token)
+    item = card(page, approval)
+    expect(item).to_be_visible()
+    expect(page.locator("#live")).to_contain_text("live updates lost")
+    with served.engine() as engine:
+        engine.decide(approval, bide.Decision.REJECT, by="bo", reason="not today")
+    item.get_by_role("button", name="Approve").click()
+    refusal = item.get_by_role("alert")
+    expect(refusal).to_contain_text("(AlreadyDecided, HTTP 409)")
+    expect(refusal).to_contain_text("bo")  # who decided, as the server says it
+    decided = served.approval(approval)
+    assert (decided.decision, decided.by) == (bide.Decision.REJECT, "bo")
+    page.get_by_role("button", name="Refresh").click()
+    expect(item).to_have_count(0)
+    assert wait_for(lambda: served.status("d-s") == bide.Status.DONE, timeout=20)
+    assert count_effects(served.effects) == {}
+
+
+@waiting(("deploy", "d-r", {"version": "v1"}))
+def test_the_page_follows_again_when_the_server_comes_back(page: Any, served: Served) -> None:
+    """The stream reconnects with a backoff and the page catches up on what it missed."""
+    from playwright.sync_api import expect
+
+    approval = waiting_on(served, "d-r")
+    log_in(page, served.token)
+    expect(card(page, approval)).to_be_visible()
+    expect(page.locator("#live")).to_have_text("live")
+    served.stop()
+    expect(page.locator("#live")).to_contain_text("live updates lost")
+    with served.engine() as engine:  # decided while the server was down
+        engine.decide(approval, bide.Decision.APPROVE, by="bo")
+    served.start()  # the same port, the same token
+    expect(page.locator("#live")).to_have_text("live")
+    expect(card(page, approval)).to_have_count(0)
+    assert wait_for(lambda: served.status("d-r") == bide.Status.DONE, timeout=20)
+    assert count_effects(served.effects) == {"ship v1": 1}
