@@ -1345,6 +1345,7 @@ def serve(home: Path, apps: tuple[str, ...], host: str, port: int, token_file: P
     in the same process). Needs bide[serve]. Every route but / and /openapi.json needs
     'Authorization: Bearer TOKEN', the token in --token-file.
     """
+    Server.check_extra()  # before a home is made
     cfg = _settings(home, config_file, flags)
     key_file = cfg["approval_key_file"]
     key = read_approval_key(key_file) if key_file else None

@@ -14,7 +14,7 @@ from . import report, suite
 
 @click.command("bench")
 @click.argument("what", type=click.Choice((*suite.WHAT, "watch", "pg-wake", "map", "follow",
-                                                  "timers")), default="all")
+                                                  "timers", "serve")), default="all")
 @click.option("--quick", is_flag=True, help="Every workload and policy at small size (< 1 min).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every measurement to this file as JSON.")
@@ -50,7 +50,9 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     measures commit -> event latency across processes for ``follow`` (LMDB, and
     PostgreSQL at --pg or $BIDE_BENCH_PG, else a throwaway server unless --no-pg);
     timers measures how late an idle watcher resumes sleeping runs (LMDB, and the
-    --pg home if given).
+    --pg home if given); serve measures bide serve (needs bide[serve]): GET
+    /runs/{id} per second against the same read in-process, and decision -> running
+    again over HTTP against an inbox file.
     """
     if pg_url is not None:
         from ..engine.pg_home import is_url
@@ -73,6 +75,9 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
         return
     if what == "timers":
         _timers(quick, json_path, home, pg_url)
+        return
+    if what == "serve":
+        _serve(quick, json_path, home)
         return
     if plot_path is not None:
         try:
@@ -186,6 +191,18 @@ def _timers(quick: bool, json_path: Path | None, home: Path | None, pg: str | No
         home.mkdir(parents=True, exist_ok=True)
     out = timers.run(quick=quick, home=home, pg=pg)
     click.echo(timers.render(out))
+    if json_path is not None:
+        json_path.write_text(to_json(out, indent=1) + "\n")
+        click.echo(f"wrote {json_path}", err=True)
+
+
+def _serve(quick: bool, json_path: Path | None, home: Path | None) -> None:
+    from . import serving
+
+    if home is not None:
+        home.mkdir(parents=True, exist_ok=True)
+    out = serving.run(quick=quick, home=home, say=lambda line: click.echo(line, err=True))
+    click.echo(serving.render(out))
     if json_path is not None:
         json_path.write_text(to_json(out, indent=1) + "\n")
         click.echo(f"wrote {json_path}", err=True)

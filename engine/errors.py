@@ -243,6 +243,10 @@ class ServeError(ConfigError):
     """``bide serve`` cannot start: its extra is not installed, or its token file is not
     safe to use (readable by others, not a regular file, empty); ``where`` names it."""
 
+    def __init__(self, where: object, why: str, *, hint: str | None = None) -> None:
+        self.where, self.key, self.line = where, None, None
+        Exception.__init__(self, f"{where}: {why}" + (f"; {hint}" if hint else ""))
+
 
 class PackError(BideError):
     """``bide pack`` could not write the file (engine/pack.py); the message says why."""

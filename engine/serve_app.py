@@ -13,6 +13,7 @@ decision goes through ``Inbox.take``: the checks and the commit of a decision fi
 from __future__ import annotations
 
 import hmac
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,8 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 def make_app(engine: Engine, token: str, *, inbox: Inbox | None = None,
              offer: Callable[[str, str], None] | None = None, max_body: int = MAX_BYTES,
-             keepalive: float = KEEPALIVE, fallback: float = FALLBACK) -> Starlette:
+             keepalive: float = KEEPALIVE, fallback: float = FALLBACK,
+             closing: threading.Event | None = None) -> Starlette:
     """The app serving ``engine`` to callers holding ``token``.
 
     Args:
@@ -54,8 +56,11 @@ def make_app(engine: Engine, token: str, *, inbox: Inbox | None = None,
         max_body: the largest request body taken (413 above it).
         keepalive: seconds of silence before an SSE stream sends a comment.
         fallback: seconds between the SSE streams' re-reads when no wake-up comes.
+        closing: set when the server stops: open event streams end (by default the
+            engine's ``stopping``, which SIGTERM sets).
     """
-    api = _Api(engine, inbox or Inbox(engine), offer, max_body, keepalive, fallback)
+    api = _Api(engine, inbox or Inbox(engine), offer, max_body, keepalive, fallback,
+               closing or engine.stopping)
     guard = _Guard(token)
     routes = [
         Route("/", _page, methods=["GET"]),
@@ -105,9 +110,10 @@ class _Api:
     """The guarded routes: each reads its request, calls the engine in a thread, answers."""
 
     def __init__(self, engine: Engine, inbox: Inbox, offer: Callable[[str, str], None] | None,
-                 max_body: int, keepalive: float, fallback: float) -> None:
+                 max_body: int, keepalive: float, fallback: float,
+                 closing: threading.Event) -> None:
         self.engine, self.inbox, self.offer, self.max_body = engine, inbox, offer, max_body
-        self.keepalive, self.fallback = keepalive, fallback
+        self.keepalive, self.fallback, self.closing = keepalive, fallback, closing
 
     # -- runs ---------------------------------------------------------------------
     async def submit(self, request: Request) -> Response:
@@ -162,7 +168,8 @@ class _Api:
         since = _last_event_id(request)
         produce = await run_in_threadpool(run_messages, self.engine.store, run_id, since,
                                           self.fallback)
-        return _sse(relay(produce, keepalive=self.keepalive, name=f"bide-serve-sse-{run_id}"))
+        return _sse(relay(produce, keepalive=self.keepalive, closing=self.closing,
+                          name=f"bide-serve-sse-{run_id}"))
 
     # -- decisions ----------------------------------------------------------------
     async def pending(self, request: Request) -> Response:
@@ -194,7 +201,8 @@ class _Api:
         since = _last_event_id(request)
         produce = await run_in_threadpool(home_messages, self.engine.store, since,
                                           self.fallback)
-        return _sse(relay(produce, keepalive=self.keepalive, name="bide-serve-sse-home"))
+        return _sse(relay(produce, keepalive=self.keepalive, closing=self.closing,
+                          name="bide-serve-sse-home"))
 
     # -- bodies -------------------------------------------------------------------
     async def _json(self, request: Request) -> Any:

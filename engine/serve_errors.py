@@ -40,8 +40,8 @@ STATUS: tuple[tuple[type[BideError], int], ...] = (
     (ApprovalKeyError, 422),
     (DecisionRefused, 422),  # digest, run, expiry, schema, a decision the request refuses
     (RunExists, 409),
-    (NotFound, 404),
     (UnknownFlow, 422),  # a flow this server does not serve, named in the body
+    (NotFound, 404),
     (UnknownStatus, 400),
     (InvalidChild, 422),
     (NotSerializable, 422),

@@ -29,6 +29,7 @@ KEEPALIVE = 15.0  # seconds without a message before a ": keepalive" comment
 FALLBACK = 1.0  # seconds between re-reads when no wake-up comes (another host's commit)
 QUEUE = 1000  # messages a slow client may lag behind before its stream is closed
 BATCH = 500  # log records read per snapshot by the home stream
+TICK = 0.25  # seconds between looks at whether the server is closing
 _END = object()  # the producer is done (the run finished, or the client left)
 
 
@@ -39,17 +40,19 @@ def message(event: str, data: Any, *, seq: int | None = None) -> str:
 
 
 async def relay(produce: Callable[[Callable[[str], bool], threading.Event], None], *,
-                keepalive: float = KEEPALIVE, name: str = "bide-serve-sse"
-                ) -> AsyncIterator[str]:
+                keepalive: float = KEEPALIVE, closing: threading.Event | None = None,
+                name: str = "bide-serve-sse") -> AsyncIterator[str]:
     """The messages ``produce(put, stop)`` makes in a thread of its own, with keepalives.
 
     ``put(text)`` returns False once the client is gone or too far behind: the producer
     stops then, as it does when ``stop`` is set. Leaving (the client disconnected and
-    the response was cancelled) sets ``stop``; the thread ends after its current wait.
+    the response was cancelled, or ``closing`` was set: the server stops) sets ``stop``;
+    the thread ends after its current wait.
     """
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[object] = asyncio.Queue(QUEUE)
     stop = threading.Event()
+    closing = closing or threading.Event()
 
     def put(item: object) -> bool:
         if stop.is_set():
@@ -68,16 +71,21 @@ async def relay(produce: Callable[[Callable[[str], bool], threading.Event], None
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
+    said = loop.time()  # when the client last heard from us
     try:
-        while True:
+        while not closing.is_set():
+            wait = min(TICK, max(0.0, said + keepalive - loop.time()))
             try:
-                item = await asyncio.wait_for(queue.get(), keepalive)
+                item = await asyncio.wait_for(queue.get(), wait)
             except asyncio.TimeoutError:
-                yield ": keepalive\n\n"
+                if loop.time() >= said + keepalive:
+                    said = loop.time()
+                    yield ": keepalive\n\n"
                 continue
             if item is _END:
                 return
             assert isinstance(item, str)
+            said = loop.time()
             yield item
     finally:
         stop.set()

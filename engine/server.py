@@ -24,6 +24,7 @@ from .serve_token import load_token
 from .watcher import Watcher
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
+GRACE = 5.0  # seconds uvicorn lets requests under way finish when stopping
 TOKEN_FILE = "serve.token"  # in the home, unless --token-file names another
 
 
@@ -47,22 +48,28 @@ class Server:
                  port: int = DEFAULT_PORT, max_body: int = MAX_BYTES,
                  log: Callable[[str], None] = print, **app_options: Any) -> None:
         self.engine, self.watcher, self.host, self.port = engine, watcher, host, port
+        self._serve_app, self._uvicorn_module = _imported()  # before any file is made
         self.token_file = token_path(engine, token_file)
         self.token = load_token(self.token_file)
         self.log = log
         self.max_body, self.app_options = max_body, app_options
         self._uvicorn: Any = None
+        self._closing = threading.Event()  # set by stop(): open event streams end
         self._thread: threading.Thread | None = None
         self.url: str | None = None
 
+    @staticmethod
+    def check_extra() -> None:
+        """Raise ServeError (saying ``pip install 'bide[serve]'``) if the extra is missing."""
+        _imported()
+
     def app(self) -> Any:
         """The Starlette app (``serve_app.make_app``) wired to the watcher, if any."""
-        make_app = _imported().make_app
         watcher = self.watcher
-        return make_app(self.engine, self.token, max_body=self.max_body,
+        return self._serve_app.make_app(self.engine, self.token, max_body=self.max_body,
                         inbox=None if watcher is None else watcher.inbox,
                         offer=None if watcher is None else watcher.dispatcher.offer,
-                        **self.app_options)
+                        closing=self._closing, **self.app_options)
 
     def start(self, timeout: float = 30.0) -> str:
         """Serve HTTP on a thread; return its URL once the socket listens.
@@ -71,10 +78,11 @@ class Server:
             ServeError: the extra is missing, or the server did not start in time
                 (the port taken, say: uvicorn's own log says why).
         """
-        import uvicorn  # the serve extra: _imported() said so if it is missing
-
+        uvicorn = self._uvicorn_module
+        self._closing.clear()
         config = uvicorn.Config(self.app(), host=self.host, port=self.port, lifespan="off",
-                                access_log=False, log_level="warning")
+                                access_log=False, log_level="warning",
+                                timeout_graceful_shutdown=GRACE)
         server = uvicorn.Server(config)
         self._uvicorn = server
         self._thread = threading.Thread(target=server.run, name="bide-serve-http", daemon=True)
@@ -93,6 +101,7 @@ class Server:
         """Stop serving HTTP (open event streams are closed)."""
         if self._uvicorn is None or self._thread is None:
             return
+        self._closing.set()
         self._uvicorn.should_exit = True
         self._thread.join(timeout)
         if self._thread.is_alive():  # a stream that would not end: stop waiting for it
@@ -111,11 +120,13 @@ class Server:
             self.stop()
 
 
-def _imported() -> Any:
-    """``serve_app``, or a ServeError saying which extra to install."""
+def _imported() -> tuple[Any, Any]:
+    """``serve_app`` and uvicorn, or a ServeError saying which extra to install."""
     try:
+        import uvicorn
+
         from . import serve_app
     except ImportError as exc:
         raise ServeError("bide serve", f"needs Starlette and uvicorn ({exc})",
                          hint="pip install 'bide[serve]'") from None
-    return serve_app
+    return serve_app, uvicorn

@@ -46,7 +46,7 @@ def asked() -> bide.Flow:
 
     @flow.node(start=True)
     def ask(state, ctx):
-        return {"n": ctx.ask("how many?", schema={"type": "integer"})}
+        return {"n": ctx.ask("how many?", schema=int)}
 
     return flow
 

@@ -165,3 +165,14 @@ def test_issue_17_pack_names_are_public():
 
     assert {"pack", "PackReport", "PackError"} <= set(bide.__all__)
     assert issubclass(bide.PackError, bide.BideError) and "PackError" in errors.__doc__
+
+
+def test_issue_18_serve_names_are_public():
+    """bide serve (engine/server.py): the server, its error, and 409's error."""
+    from bide.engine import errors
+
+    assert {"Server", "ServeError", "AlreadyDecided"} <= set(bide.__all__)
+    assert issubclass(bide.ServeError, bide.ConfigError) and "ServeError" in errors.__doc__
+    assert issubclass(bide.AlreadyDecided, bide.DecisionRefused)
+    assert "AlreadyDecided" in errors.__doc__
+    assert callable(bide.Server.start) and callable(bide.Server.run)
