@@ -113,17 +113,19 @@ class Served:
         ready(self.url, self.proc, self.log)
         self.token = (self.home / "serve.token").read_text().strip()
 
-    def stop(self) -> None:
-        """SIGTERM (SIGKILL after a deadline), waited for."""
+    def stop(self) -> bool:
+        """SIGTERM, waited for; SIGKILL after a deadline. Whether SIGTERM was enough."""
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
-            return
+            return True
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=10)
+            return True
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+            return False
 
     def engine(self) -> bide.Engine:
         engine = bide.open(self.home, durability="fast")
@@ -402,7 +404,7 @@ def test_the_page_follows_again_when_the_server_comes_back(page: Any, served: Se
     log_in(page, served.token)
     expect(card(page, approval)).to_be_visible()
     expect(page.locator("#live")).to_have_text("live")
-    served.stop()
+    assert served.stop()  # SIGTERM ends the open stream of the page: no hang until a kill
     expect(page.locator("#live")).to_contain_text("live updates lost")
     with served.engine() as engine:  # decided while the server was down
         engine.decide(approval, bide.Decision.APPROVE, by="bo")
