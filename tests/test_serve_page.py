@@ -273,6 +273,10 @@ def test_approve_on_the_page_finishes_the_run_and_ships_once(page: Any, served: 
     decided = served.approval(approval)
     assert (decided.decision, decided.by, decided.reason) == (
         bide.Decision.APPROVE, "ana", "checked the canary")
+    # bound to the request it was made on: its run and digest went with the decision
+    posted = [r.post_data_json for r in page.requested if r.method == "POST"]
+    assert posted == [{"decision": "approve", "by": "ana", "reason": "checked the canary",
+                       "run_id": "d-1", "digest": served.approval(approval).digest}]
     # the token went in a header, never in a URL; nothing was fetched from elsewhere
     urls = [r.url for r in page.requested if not r.url.startswith("data:")]
     assert all(u.startswith(served.url + "/") for u in urls), urls
