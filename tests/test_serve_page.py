@@ -417,3 +417,18 @@ def test_the_page_follows_again_when_the_server_comes_back(page: Any, served: Se
     expect(card(page, approval)).to_have_count(0)
     assert wait_for(lambda: served.status("d-r") == bide.Status.DONE, timeout=20)
     assert count_effects(served.effects) == {"ship v1": 1}
+
+
+def test_the_page_refuses_to_work_inside_a_frame(browser: Any, served: Served) -> None:
+    """Another site framing the page could steal a click (clickjacking)."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context()
+    try:
+        tab = context.new_page()
+        tab.set_content(f'<iframe src="{served.url}/" width="800" height="400"></iframe>')
+        framed = tab.frame_locator("iframe")
+        expect(framed.locator("body")).to_contain_text("does not work inside a frame")
+        expect(framed.locator("input, button")).to_have_count(0)
+    finally:
+        context.close()
