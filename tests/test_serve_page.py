@@ -432,3 +432,21 @@ def test_the_page_refuses_to_work_inside_a_frame(browser: Any, served: Served) -
         expect(framed.locator("input, button")).to_have_count(0)
     finally:
         context.close()
+
+
+def test_a_home_that_never_goes_quiet_still_shows_new_requests(
+        page: Any, served: Served) -> None:
+    """Events without pause (a run committing step after step) must not postpone the
+    refetch forever: a request that comes meanwhile shows while the busy run still runs."""
+    from playwright.sync_api import expect
+
+    log_in(page, served.token)
+    expect(page.locator("#live")).to_have_text("live")
+    with served.engine() as engine:
+        engine.submit("busy", input={"until": 300}, run_id="busy")  # ~10 s of steps
+    assert wait_for(lambda: served.status("busy") == bide.Status.RUNNING, timeout=20)
+    with served.engine() as engine:
+        engine.submit("deploy", input={"version": "v3"}, run_id="d-q")
+    assert wait_for(lambda: served.status("d-q") == bide.Status.WAITING_APPROVAL, timeout=20)
+    expect(card(page, waiting_on(served, "d-q"))).to_be_visible(timeout=5_000)
+    assert served.status("busy") == bide.Status.RUNNING  # it was never quiet meanwhile

@@ -8,6 +8,7 @@ sees that an approved deploy shipped exactly once.
 from __future__ import annotations
 
 import os
+import time
 
 import bide
 import msgspec
@@ -69,4 +70,15 @@ def bill(state, ctx):
     return {"receipt": ctx.tool(charge, state.get("amount", 5))}
 
 
-FLOWS = [deploy, barista, pay]
+busy = bide.Flow("busy")  # commits a step every few ms, for a while: a home never quiet
+
+
+@busy.node(start=True)
+def tick(state, ctx):
+    time.sleep(0.03)
+    return {"n": state.get("n", 0) + 1}
+
+
+busy.route("tick", lambda s: "tick" if s["n"] < s["until"] else bide.END)
+
+FLOWS = [deploy, barista, pay, busy]
