@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html.parser
 import importlib.resources
+import importlib.util
 import json
 import os
 import re
@@ -32,10 +33,10 @@ import bide
 import pytest
 from bide.bench.crashkit import count_effects, worker_env
 from bide.engine import faults
-from browser import chromium
+from browser import chromium, unavailable
+from conftest import APPS
 from polling import wait_for
 
-APPS = Path(__file__).parent / "apps"
 sys.path.insert(0, str(APPS))
 import page_app  # noqa: E402  (tests/apps is not a package)
 
@@ -190,6 +191,9 @@ def ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 @pytest.fixture
 def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
     """``bide serve`` over a home where the runs the test names (``waiting(...)``) wait."""
+    for extra in ("starlette", "uvicorn"):
+        if importlib.util.find_spec(extra) is None:
+            unavailable(f"{extra} is not installed (pip install 'bide[serve]')")
     server = Served(tmp_path / "home", tmp_path / "effects.log", tmp_path / "serve.log")
     start_runs(server.home, server.effects, *getattr(request, "param", ()))
     try:
