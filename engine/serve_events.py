@@ -20,10 +20,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from .change_feed import ChangeFeed, ObservedFeed
+from .errors import RecordError
 from .follow import follow
 from .render import to_json
 from .scripting import iso_times
-from .store import Store
+from .store import Reader, Store
 
 KEEPALIVE = 15.0  # seconds without a message before a ": keepalive" comment
 FALLBACK = 1.0  # seconds between re-reads when no wake-up comes (another host's commit)
@@ -173,15 +174,24 @@ def _changes(store: Store, cursor: int) -> Iterator[tuple[int, dict[str, Any]]]:
         with store.reader() as r:
             batch = []
             for seq, _raw in r.log(cursor + 1):
-                record = r.record(seq)
-                data: dict[str, Any] = {"run_id": getattr(record, "run_id", None),
-                                        "kind": record.TYPE, "seq": seq}
-                if isinstance(getattr(record, "status", None), str):
-                    data["status"] = record.status  # type: ignore[attr-defined]
-                batch.append((seq, data))
+                batch.append((seq, _said(r, seq)))
                 if len(batch) == BATCH:
                     break
         yield from batch
         if len(batch) < BATCH:
             return
         cursor = batch[-1][0]
+
+
+def _said(r: Reader, seq: int) -> dict[str, Any]:
+    """What the home stream says of the record at ``seq`` (a record it cannot read is
+    said too, as ``unreadable``: the stream goes on past it)."""
+    try:
+        record = r.record(seq)
+    except (RecordError, KeyError):  # damaged, or pruned since the log was listed
+        return {"run_id": None, "kind": "unreadable", "seq": seq}
+    data: dict[str, Any] = {"run_id": getattr(record, "run_id", None), "kind": record.TYPE,
+                            "seq": seq}
+    if isinstance(getattr(record, "status", None), str):
+        data["status"] = record.status  # type: ignore[attr-defined]
+    return data

@@ -111,7 +111,7 @@ def openapi() -> dict[str, Any]:
         if path in OPEN:
             op["security"] = []
         if body is not None:
-            op["requestBody"] = {"required": method != "post" or "cancel" not in path,
+            op["requestBody"] = {"required": not path.endswith("/cancel"),
                                  "content": {"application/json": {"schema": body}}}
         paths.setdefault(path, {})[method] = op
     return {

@@ -32,7 +32,10 @@ def load_token(path: Path) -> str:
 
 
 def _create(path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)  # mode 0600
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)  # mode 0600
+    except OSError as exc:  # no such directory, or not ours to write
+        raise ServeError(path, f"cannot create the token file: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "w", encoding="ascii") as fh:
             fh.write(secrets.token_urlsafe(32) + "\n")
@@ -57,7 +60,8 @@ def _read(path: Path) -> str:
         raise ServeError(path, f"the token file is open to others (mode "
                          f"{stat.S_IMODE(st.st_mode):04o})", hint=f"chmod 600 {path}")
     token = path.read_text(encoding="utf-8", errors="replace").strip()
-    if len(token) < MIN_CHARS or any(c.isspace() or not c.isprintable() for c in token):
+    if len(token) < MIN_CHARS or not token.isascii() or any(
+            c.isspace() or not c.isprintable() for c in token):  # an HTTP header carries it
         raise ServeError(path, f"the token file must hold one token of at least {MIN_CHARS} "
-                         "printable characters without spaces")
+                         "printable ASCII characters without spaces")
     return token

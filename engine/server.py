@@ -19,6 +19,7 @@ from typing import Any
 
 from .errors import ServeError
 from .inbox import MAX_BYTES
+from .permissions import private_dir
 from .runtime import Engine
 from .serve_token import load_token
 from .watcher import Watcher
@@ -29,8 +30,11 @@ TOKEN_FILE = "serve.token"  # in the home, unless --token-file names another
 
 
 def token_path(engine: Engine, token_file: Path | None) -> Path:
-    """Where the token is: ``token_file``, or ``<home>/serve.token``."""
-    return token_file if token_file is not None else engine.home / TOKEN_FILE
+    """Where the token is: ``token_file``, or ``<home>/serve.token`` (the home's directory
+    made, owner-only, if a PostgreSQL home's local one is not there yet)."""
+    if token_file is not None:
+        return token_file
+    return private_dir(engine.home) / TOKEN_FILE
 
 
 class Server:

@@ -132,3 +132,29 @@ def test_stopping_the_server_ends_open_streams(eng):
         assert not server._thread.is_alive()
         assert wait_for(lambda: not sse_threads(), 10), sse_threads()
     assert errors.said == []
+
+
+def test_the_home_stream_hears_another_process_commit(eng, request, tmp_path):
+    """A run submitted by `bide submit` in another process shows on /events (LMDB: the
+    data file's inotify; PostgreSQL: the stream's re-read), and the server runs it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    on_pg = request.node.callspec.params["eng"] == "postgres"
+    home = request.getfixturevalue("pg_url") if on_pg else str(eng.home)
+    with live(eng) as server:
+        stream = Stream(server, "/events")
+        try:
+            env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+            done = subprocess.run([sys.executable, "-m", "bide.cli", "submit", "plain", "--home",
+                                   home, "--app", "serve_world:FLOWS", "--run-id", "other"],
+                                  env=env, cwd=tmp_path, capture_output=True, text=True,
+                                  timeout=60)
+            assert done.returncode == 0, done.stderr
+            seen = stream.until_data(run_id="other", kind="run_created")
+        finally:
+            stream.close()
+        assert wait_for(lambda: status(server, "other") == bide.Status.DONE, 20)
+    assert seen[-1]["data"]["status"] == bide.Status.PENDING

@@ -45,8 +45,12 @@ def test_a_symlink_a_directory_or_a_short_token_is_refused(tmp_path):
     spaced = tmp_path / "spaced.token"
     spaced.write_text("s" * 20 + " " + "s" * 20)
     spaced.chmod(0o600)
+    accented = tmp_path / "accented.token"
+    accented.write_text("é" * 20)
+    accented.chmod(0o600)
     for name, why in (("link.token", "not a regular file"), ("dir.token", "not a regular"),
-                      ("short.token", "at least 16"), ("spaced.token", "without spaces")):
+                      ("short.token", "at least 16"), ("spaced.token", "without spaces"),
+                      ("accented.token", "ASCII")):
         with pytest.raises(bide.ServeError, match=why):
             load_token(tmp_path / name)
 
@@ -66,3 +70,8 @@ def test_serve_without_the_extra_exits_2_saying_what_to_install(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "pip install 'bide[serve]'" in done.stderr
     assert not (tmp_path / "h").exists()  # it stopped before making anything
+
+
+def test_a_token_file_that_cannot_be_made_is_a_clear_error(tmp_path):
+    with pytest.raises(bide.ServeError, match="cannot create the token file"):
+        load_token(tmp_path / "missing" / "serve.token")
