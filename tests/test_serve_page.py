@@ -254,6 +254,8 @@ def test_approve_on_the_page_finishes_the_run_and_ships_once(page: Any, served: 
     from playwright.sync_api import expect
 
     approval = waiting_on(served, "d-1")
+    log_in(page, "tökén")  # no header can carry it: said before anything is sent
+    expect(page.get_by_role("alert").first).to_contain_text("not a bide serve token")
     log_in(page, "not-the-token")  # refused: asked again, with the server's reason
     expect(page.get_by_role("alert").first).to_contain_text("refused the token")
     expect(page.get_by_label(re.compile("^Token"))).to_be_visible()
