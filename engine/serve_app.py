@@ -39,6 +39,11 @@ from .serve_runs import submit_once
 from .vocabulary import Status
 
 PAGE = Path(__file__).with_name("serve_page.html")
+# no other site may frame the page (a framed page could be tricked into a click); a
+# <meta> CSP cannot say frame-ancestors, so the header does, beside the page's own check
+PAGE_HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
+                "Content-Security-Policy": "frame-ancestors 'none'",
+                "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
@@ -290,8 +295,7 @@ def _sse(messages: Any) -> StreamingResponse:
 
 # -- unguarded ----------------------------------------------------------------------
 async def _page(request: Request) -> Response:
-    return FileResponse(PAGE, media_type="text/html; charset=utf-8",
-                        headers={"Cache-Control": "no-store"})
+    return FileResponse(PAGE, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
 
 
 async def _openapi(request: Request) -> Response:

@@ -55,6 +55,9 @@ def test_the_page_and_the_description_need_no_token(eng):
     assert refused.status_code == 401
     assert refused.json()["kind"] == "Unauthorized"
     assert TOKEN not in page.text
+    assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["content-security-policy"] == "frame-ancestors 'none'"
+    assert page.headers["x-content-type-options"] == "nosniff"
 
 
 def test_no_response_carries_cors_headers(eng):

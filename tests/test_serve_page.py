@@ -426,12 +426,26 @@ def test_the_page_follows_again_when_the_server_comes_back(page: Any, served: Se
 
 
 def test_the_page_refuses_to_work_inside_a_frame(browser: Any, served: Served) -> None:
-    """Another site framing the page could steal a click (clickjacking)."""
+    """Another site framing the page could steal a click (clickjacking): the server's
+    headers keep the browser from showing it in a frame, and the page checks too."""
     from playwright.sync_api import expect
 
     context = browser.new_context()
     try:
         tab = context.new_page()
+        tab.set_content(f'<iframe src="{served.url}/" width="800" height="400"></iframe>')
+        # set_content waits for the load event, which waits for the frame: refused, the
+        # frame holds the browser's error page, not ours
+        (child,) = tab.main_frame.child_frames
+        assert child.url.startswith("chrome-error:"), child.url
+
+        def without_frame_headers(route: Any) -> None:  # a proxy dropping them
+            resp = route.fetch()
+            headers = {k: v for k, v in resp.headers.items()
+                       if k.lower() not in ("x-frame-options", "content-security-policy")}
+            route.fulfill(response=resp, headers=headers)
+
+        tab.route(f"{served.url}/", without_frame_headers)
         tab.set_content(f'<iframe src="{served.url}/" width="800" height="400"></iframe>')
         framed = tab.frame_locator("iframe")
         expect(framed.locator("body")).to_contain_text("does not work inside a frame")
