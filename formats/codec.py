@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from .envelope import frame, frame_index, unframe, unframe_index
+from .envelope import SHORT_CODES, frame, frame_index, unframe, unframe_index
 from .errors import CorruptIndex, CorruptRecord, NewerSchema, NotSerializable, UnknownRecordType
 from .migrations import upgrade
 from .records import RECORD_TYPES, Record
@@ -48,14 +48,48 @@ def _wire_record(record: Record) -> Record:
     return msgspec.structs.replace(record, **changes) if changes else record
 
 
+_trailing: dict[type, tuple[tuple[str, Any], ...]] = {}
+
+
+def _defaults(cls: type[Record]) -> tuple[tuple[str, Any], ...]:
+    """``(name, default)`` of each field of an array-like record, in order; NODEFAULT
+    for a required one."""
+    found = _trailing.get(cls)
+    if found is None:
+        found = _trailing[cls] = tuple(
+            (f.name, f.default_factory() if f.default_factory is not msgspec.NODEFAULT
+             else f.default) for f in msgspec.structs.fields(cls))
+    return found
+
+
+def _row(record: Record) -> list[Any]:
+    """An array-like record as its array without the defaults at its end: msgspec
+    writes every field of an array, and reads a shorter one with the defaults."""
+    fields = _defaults(type(record))
+    row = [getattr(record, name) for name, _ in fields]
+    n = len(row)
+    while n and fields[n - 1][1] is not msgspec.NODEFAULT and _same(row[n - 1], fields[n - 1][1]):
+        n -= 1
+    del row[n:]
+    return row
+
+
+def _same(value: Any, default: Any) -> bool:
+    """Equal and of the same type (``0 == 0.0 == False`` would drop a set value); a
+    word may be a str enum member (``Status.RUNNING``)."""
+    return value == default and (type(value) is type(default) or isinstance(value, str))
+
+
 def encode(record: Record) -> bytes:
     """Frame a record as bytes for the store.
 
     Raises:
         NotSerializable: a field holds a value bide does not keep.
     """
+    short = (record.TYPE, record.VERSION) in SHORT_CODES
     try:
-        body = _encoder.encode(_wire_record(record))
+        wire = _wire_record(record)
+        body = _encoder.encode(_row(wire) if short else wire)
     except NotSerializable as exc:
         raise NotSerializable(f"{record.TYPE} record", exc.why, type_name=exc.type_name,
                               trail=exc.trail) from exc

@@ -90,6 +90,10 @@ UPGRADED = {
     "checkpoint@1": EXAMPLES["checkpoint"].view() | {"sends": [], "sends_at": -1},
     "checkpoint@2": EXAMPLES["checkpoint"].view() | {"sends": [], "sends_at": -1},
     "checkpoint@3": EXAMPLES["checkpoint"].view() | {"sends_at": -1},
+    # v5, v3 and v3 reordered the fields and use a short frame: the same fields
+    "checkpoint@4": EXAMPLES["checkpoint"].view(),
+    "intent_prepared@2": EXAMPLES["intent_prepared"].view(),
+    "intent_completed@2": EXAMPLES["intent_completed"].view(),
     "pending_write@1": EXAMPLES["pending_write"].view(),
 }
 
