@@ -68,6 +68,9 @@ class NodeContext:
         self.state_version = scope.version
         self.attempt = attempt
         self._calls = 0
+        # index -> what the call returned, if a str or bytes: a checkpoint may name it
+        # instead of storing it again (engine/call_refs.py)
+        self.results: dict[int, Any] = {}
         self._asks = 0
         self._sleeps = 0
         self._waits = 0
@@ -316,7 +319,10 @@ class NodeContext:
             aid = approval_id(self.run_id, self.task_id, index, kind="tool")
             if not self._ask(f"call {t.name}", {"args": list(args), "kwargs": kwargs}, None, aid):
                 raise ToolFailed(t.name, "Rejected", f"the call of {t.name} was rejected")
-        return _ToolCall(self, t, index, args, kwargs, loop).run()
+        result = _ToolCall(self, t, index, args, kwargs, loop).run()
+        if type(result) in (str, bytes):
+            self.results[index] = result
+        return result
 
     def intent_key(self, index: int) -> str:
         return f"{self.task_id}#{index}"

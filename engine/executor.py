@@ -24,6 +24,7 @@ from ..formats import (
 )
 from . import faults, timers
 from .approvals import Doors, write_request_file
+from .call_refs import refer
 from .errors import Paused, StaleLease, StoreFull
 from .flow import Flow
 from .full_disk import release_on_full_store
@@ -340,7 +341,7 @@ class Execution:
                 else:  # outputs committed with this checkpoint (adjacent: one marker)
                     if DEFERRED not in self.absorbed:
                         self.absorbed.append(DEFERRED)
-                    self.deferred.extend(r.ops)
+                    self.deferred.extend(refer(r.ops, r.task, r.calls))
         else:
             self.inline.extend(op for _, ops in writes for op in ops if op[1] != "custom")
         self.inline.extend(custom)
