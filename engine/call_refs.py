@@ -3,7 +3,7 @@
 A node that returns what its tool returned (``{"last": ctx.tool(send, ...)}``)
 had that result stored twice: in the call's ``IntentCompleted`` and again in
 the checkpoint's op that sets ``last`` (100 B of a tool step's 415). A version-5
-checkpoint's deferred op may instead be ``(key, "call", [task, index])``: set
+checkpoint's deferred op may instead be ``(key, "@", [task, index])``: set
 ``key`` to the recorded result of the task's call ``index``.
 
 Why it is safe:
@@ -32,7 +32,7 @@ from .vocabulary import IntentStatus
 if TYPE_CHECKING:  # index imports latest, which imports this module
     from .index import IntentState
 
-CALL = "call"  # the op kind: its value is [task, index]
+CALL = "@"  # the op kind ("at call"): its value is [task, index]
 Op = tuple[str, str, Any]
 Called = Callable[[str, str, int], Any]  # (run_id, task, index) -> the recorded result
 _KEPT = (str, bytes)

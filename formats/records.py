@@ -14,7 +14,9 @@ import msgspec
 
 # One op of a state update: (key, kind, value). kind is "set", "append",
 # "merge" (dict update) or "custom" (the value is the reducer's input; the
-# checkpoint that absorbs it carries the reduced value as a "set").
+# checkpoint that absorbs it carries the reduced value as a "set"). A version-5
+# checkpoint's deferred op may be "@": set the key to the recorded result of the
+# tool call its value names, [task, index] (engine/call_refs.py).
 Op = tuple[str, str, Any]
 
 
@@ -192,9 +194,11 @@ class IntentCompleted(Record, frozen=True, kw_only=True, omit_defaults=True, arr
     Version 2 is compact (an array; the intent key as ``task`` and ``index``),
     like ``IntentPrepared`` version 2.
 
-    Version 3 is written in a short frame with the result and time first and the
-    defaults at the end left out: a call that went as planned is its key, its
-    result and when.
+    Version 3 is written in a short frame with the result first and the defaults
+    at the end left out, and says when as ``took``: the milliseconds since the
+    call's prepare (``at`` is the prepare's plus that; a record that could not
+    say so, as a reconciled one, keeps ``at``). A call that went as planned and
+    fast is its key and its result.
     """
 
     TYPE: ClassVar[str] = "intent_completed"
@@ -204,6 +208,7 @@ class IntentCompleted(Record, frozen=True, kw_only=True, omit_defaults=True, arr
     task: str
     index: int
     result: Any = None
+    took: int = 0
     at: float = 0.0
     ok: bool = True
     error: str | None = None
@@ -219,7 +224,7 @@ class IntentCompleted(Record, frozen=True, kw_only=True, omit_defaults=True, arr
     def view(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "key": self.key, "attempt": self.attempt, "ok": self.ok,
                 "result": self.result, "error": self.error, "error_type": self.error_type,
-                "via": self.via, "at": self.at}
+                "via": self.via, "at": self.at} | ({"took": self.took} if self.took else {})
 
 
 def intent_key(task: str, index: int) -> str:

@@ -18,7 +18,7 @@ from bide.formats import (
     encode,
     record_type,
 )
-from bide.formats.envelope import SHORT_CODES, SHORT_MAGIC
+from bide.formats.envelope import SHORT_BASE, SHORT_CODES
 
 HOT = [
     Checkpoint(run_id="r0", version=3, superstep=3, base=1, writes=[-1],
@@ -33,13 +33,13 @@ HOT = [
 @pytest.mark.parametrize("record", HOT, ids=lambda r: r.TYPE)
 def test_a_hot_record_has_a_short_frame_and_reads_back(record):
     raw = encode(record)
-    assert raw[:1] == SHORT_MAGIC and raw[5] == SHORT_CODES[(record.TYPE, record.VERSION)]
+    assert raw[0] == SHORT_BASE + SHORT_CODES[(record.TYPE, record.VERSION)]
     assert decode(raw) == record and record_type(raw) == record.TYPE
 
 
 def test_trailing_defaults_are_left_out_and_read_back_as_defaults():
     done = IntentCompleted(run_id="r0", task="2:step:0", index=0, result="ok")
-    body = msgspec.msgpack.decode(encode(done)[6:])
+    body = msgspec.msgpack.decode(encode(done)[5:])
     assert body == ["r0", "2:step:0", 0, "ok"]  # no time, no "call", no attempt 1
     failed = IntentCompleted(run_id="r0", task="2:step:0", index=0, ok=False, error="boom")
     assert decode(encode(failed)) == failed
@@ -69,9 +69,9 @@ def test_every_flipped_bit_or_cut_of_a_short_frame_is_refused(record):
 
 
 def test_an_unknown_short_code_says_upgrade():
-    rest = bytes((250,)) + b"\x90"
-    raw = SHORT_MAGIC + struct.pack(">I", zlib.crc32(rest)) + rest
-    with pytest.raises(UnknownRecordType, match="short code 250.*upgrade bide"):
+    first = bytes((SHORT_BASE + 15,))
+    raw = first + struct.pack(">I", zlib.crc32(b"\x90", zlib.crc32(first))) + b"\x90"
+    with pytest.raises(UnknownRecordType, match="short code 15.*upgrade bide"):
         decode(raw, key=4)
 
 
@@ -79,6 +79,6 @@ def test_codes_are_unique_and_name_the_current_versions():
     from bide.formats import RECORD_TYPES
 
     assert len(set(SHORT_CODES.values())) == len(SHORT_CODES)
-    assert all(0 < code < 256 for code in SHORT_CODES.values())
+    assert all(0 < code <= 15 for code in SHORT_CODES.values())
     for (tag, version) in SHORT_CODES:
         assert RECORD_TYPES[tag].VERSION == version
