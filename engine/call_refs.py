@@ -4,7 +4,8 @@ A node that returns what its tool returned (``{"last": ctx.tool(send, ...)}``)
 had that result stored twice: in the call's ``IntentCompleted`` and again in
 the checkpoint's op that sets ``last`` (100 B of a tool step's 415). A version-5
 checkpoint's deferred op may instead be ``(key, "@", [task, index])``: set
-``key`` to the recorded result of the task's call ``index``.
+``key`` to the recorded result of the task's call ``index`` (or ``[index,
+"node:fan-out"]`` for a task of the superstep just before the checkpoint's).
 
 Why it is safe:
 - The result is recorded before the checkpoint is durable: every commit of the
@@ -61,18 +62,40 @@ def _index_of(value: Any, results: Mapping[int, Any]) -> int | None:
     return None
 
 
-def resolve(ops: Iterable[Op], run_id: str, called: Called) -> Iterator[Op]:
-    """``ops`` with each reference replaced by the ``set`` of the result it names.
+def shorten(ops: Iterable[Op], superstep: int) -> list[Op]:
+    """References to calls of the superstep before a checkpoint's (``superstep``) as
+    ``[index, "node:fan-out"]``: the superstep number is the checkpoint's, less one.
+    The order tells the forms apart (a full one is ``[task, index]``)."""
+    prefix = f"{superstep - 1}:"
+    out = []
+    for op in ops:
+        if op[1] == CALL and op[2][0].startswith(prefix):
+            task, index = op[2]
+            op = (op[0], CALL, [index, task[len(prefix):]])
+        out.append(op)
+    return out
+
+
+def resolve(ops: Iterable[Op], run_id: str, superstep: int, called: Called) -> Iterator[Op]:
+    """``ops`` (a checkpoint's at ``superstep``) with each reference replaced by the
+    ``set`` of the result it names.
 
     Raises:
         KeyError: a referred call has no recorded result (damage: no reader guesses).
     """
     for op in ops:
         if op[1] == CALL:
-            task, index = op[2]
-            yield (op[0], "set", called(run_id, task, index))
+            yield (op[0], "set", called(run_id, *_named(op[2], superstep)))
         else:
             yield op
+
+
+def _named(ref: list[Any], superstep: int) -> tuple[str, int]:
+    """``(task, index)`` of a reference in either form (``shorten``)."""
+    first, second = ref
+    if isinstance(first, int):
+        return f"{superstep - 1}:{second}", first
+    return first, second
 
 
 def unresolved(items: Iterable[tuple[int, int, Any]], called: Called
@@ -86,7 +109,7 @@ def unresolved(items: Iterable[tuple[int, int, Any]], called: Called
         for op in record.deferred:
             if op[1] == CALL:
                 try:
-                    called(record.run_id, *op[2])
+                    called(record.run_id, *_named(op[2], record.superstep))
                 except KeyError as exc:
                     out.append((seq, str(exc.args[0])))
     return out

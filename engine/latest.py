@@ -187,7 +187,7 @@ def delta_ops(record: Callable[[int], Record], cp: Checkpoint, called: Called
     for wseq in cp.writes:
         ops: Iterable[Op]
         if wseq == DEFERRED:
-            ops = call_refs.resolve(cp.deferred, cp.run_id, called)
+            ops = call_refs.resolve(cp.deferred, cp.run_id, cp.superstep, called)
         else:
             write = record(wseq)
             if not isinstance(write, PendingWrite):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import bide
+from bide.engine import call_refs
 from bide.engine.call_refs import CALL
 from bide.formats import Checkpoint, IntentCompleted
 
@@ -58,6 +59,27 @@ def test_a_tool_steps_checkpoint_names_the_call_and_every_reader_resolves_it(eng
         assert engine.state("r0", version)["last"] == f"{version - 1:03d}:{RESULT}"
     assert engine.doctor().ok
     assert engine.doctor(rebuild=True).ok and engine.state("r0") == want
+
+
+def test_a_checkpoint_every_few_steps_reads_back_at_every_version(engine):
+    engine.register(loop("refs", lambda ctx, i: ctx.tool(send, i)))
+    engine.start("refs", {"count": 0}, run_id="r3", policy=bide.Policy(checkpoint_every=3))
+    assert CALL in kinds(engine, "r3")  # the last step's output, before each checkpoint
+    assert engine.state("r3") == {"count": K, "last": f"{K - 1:03d}:{RESULT}"}
+    versions = [cp.version for cp in checkpoints(engine, "r3") if cp.version > 0]
+    assert len(versions) < K  # not one per step
+    for version in versions:  # each replays from the log
+        assert engine.state("r3", version)["last"] == f"{version - 1:03d}:{RESULT}"
+    assert engine.doctor(rebuild=True).ok
+
+
+def test_a_call_of_the_superstep_before_drops_its_number_an_older_one_keeps_it():
+    ops = [("a", CALL, ["6:step:0", 1]), ("b", CALL, ["4:step:0", 0]), ("c", "set", "x")]
+    short = call_refs.shorten(ops, 7)
+    assert short == [("a", CALL, [1, "step:0"]), ("b", CALL, ["4:step:0", 0]), ("c", "set", "x")]
+    results = {("6:step:0", 1): "six", ("4:step:0", 0): "four"}
+    resolved = call_refs.resolve(short, "r", 7, lambda run, task, i: results[task, i])
+    assert list(resolved) == [("a", "set", "six"), ("b", "set", "four"), ("c", "set", "x")]
 
 
 def test_a_result_the_node_changed_or_a_dict_is_stored_as_it_is(engine):
