@@ -48,36 +48,34 @@ def _wire_record(record: Record) -> Record:
     return msgspec.structs.replace(record, **changes) if changes else record
 
 
-_trailing: dict[type, tuple[tuple[str, Any], ...]] = {}
+_defaults_of: dict[type, tuple[Any, ...]] = {}
 
 
-def _defaults(cls: type[Record]) -> tuple[tuple[str, Any], ...]:
-    """``(name, default)`` of each field of an array-like record, in order; NODEFAULT
-    for a required one."""
-    found = _trailing.get(cls)
+def _defaults(cls: type[Record]) -> tuple[Any, ...]:
+    """The default of each field of an array-like record, in order (NODEFAULT: required)."""
+    found = _defaults_of.get(cls)
     if found is None:
-        found = _trailing[cls] = tuple(
-            (f.name, f.default_factory() if f.default_factory is not msgspec.NODEFAULT
-             else f.default) for f in msgspec.structs.fields(cls))
+        found = _defaults_of[cls] = tuple(
+            f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default
+            for f in msgspec.structs.fields(cls))
     return found
 
 
-def _row(record: Record) -> list[Any]:
+def _row(record: Record) -> tuple[Any, ...]:
     """An array-like record as its array without the defaults at its end: msgspec
     writes every field of an array, and reads a shorter one with the defaults."""
-    fields = _defaults(type(record))
-    row = [getattr(record, name) for name, _ in fields]
+    row = msgspec.structs.astuple(record)
+    defaults = _defaults(type(record))
     n = len(row)
-    while n and fields[n - 1][1] is not msgspec.NODEFAULT and _same(row[n - 1], fields[n - 1][1]):
+    while n:
+        value, default = row[n - 1], defaults[n - 1]
+        # equal and of the same type (0 == 0.0 == False would drop a set value); a word
+        # may be a str enum member (Status.RUNNING)
+        if default is msgspec.NODEFAULT or value != default or \
+                (type(value) is not type(default) and not isinstance(value, str)):
+            break
         n -= 1
-    del row[n:]
-    return row
-
-
-def _same(value: Any, default: Any) -> bool:
-    """Equal and of the same type (``0 == 0.0 == False`` would drop a set value); a
-    word may be a str enum member (``Status.RUNNING``)."""
-    return value == default and (type(value) is type(default) or isinstance(value, str))
+    return row[:n]
 
 
 def encode(record: Record) -> bytes:
