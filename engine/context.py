@@ -68,6 +68,9 @@ class NodeContext:
         self.state_version = scope.version
         self.attempt = attempt
         self._calls = 0
+        # index -> what the call returned, if a str or bytes: a checkpoint may name it
+        # instead of storing it again (engine/call_refs.py)
+        self.results: dict[int, Any] = {}
         self._asks = 0
         self._sleeps = 0
         self._waits = 0
@@ -316,7 +319,10 @@ class NodeContext:
             aid = approval_id(self.run_id, self.task_id, index, kind="tool")
             if not self._ask(f"call {t.name}", {"args": list(args), "kwargs": kwargs}, None, aid):
                 raise ToolFailed(t.name, "Rejected", f"the call of {t.name} was rejected")
-        return _ToolCall(self, t, index, args, kwargs, loop).run()
+        result = _ToolCall(self, t, index, args, kwargs, loop).run()
+        if type(result) in (str, bytes):
+            self.results[index] = result
+        return result
 
     def intent_key(self, index: int) -> str:
         return f"{self.task_id}#{index}"
@@ -361,6 +367,7 @@ class _ToolCall:
         self.key = ctx.intent_key(index)
         self.idem = idempotency_key(ctx.run_id, self.key)
         self.digest = args_digest(t.name, args, kwargs)
+        self.prepared_at: float | None = None  # when this process prepared the call
 
     def run(self) -> Any:
         trace = self.scope.trace
@@ -470,20 +477,27 @@ class _ToolCall:
     def _prepare(self, attempt: int) -> None:
         faults.point("before_intent_prepared")
         ctx = self.ctx
-        preview = _preview(self.args, self.kwargs)
+        preview = _preview(self.args, self.kwargs, STORED_PREVIEW)
         digest = compact_digest(self.digest)
         assert digest is not None, self.digest  # args_digest always gives sha256: + 32 hex
+        self.prepared_at = self.scope.clock()
         self.scope.commit([IntentPrepared(
             run_id=ctx.run_id, task=ctx.task_id, index=self.index, tool=self.t.name,
-            digest=digest, attempt=attempt, args_preview=preview, at=self.scope.clock(),
+            digest=digest, attempt=attempt, args_preview=preview, at=self.prepared_at,
         )], task=ctx.task_id)
         faults.point("after_intent_prepared")
 
     def _complete(self, attempt: int, **fields: Any) -> None:
-        """Hold the outcome: it rides in the task's next commit (engine/held.py)."""
+        """Hold the outcome: it rides in the task's next commit (engine/held.py).
+
+        Its time is stored as the milliseconds since this call's prepare (``took``,
+        a byte or two) when there is one and the clock did not go back."""
+        now = self.scope.clock()
+        took = None if self.prepared_at is None else round((now - self.prepared_at) * 1000)
+        when = {"at": now} if took is None or took < 0 else {"took": took}
         self.scope.hold(self.ctx.task_id, IntentCompleted(
             run_id=self.ctx.run_id, task=self.ctx.task_id, index=self.index, attempt=attempt,
-            at=self.scope.clock(), **fields))
+            **when, **fields))
 
 
 def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -494,7 +508,12 @@ def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     return fn(*args, **kwargs)
 
 
+# The characters of a call's arguments its IntentPrepared keeps for ``bide log``: enough
+# to tell calls apart, written once per call (a decider sees 60, from the live call).
+STORED_PREVIEW = 32
+
+
 def _preview(args: tuple[Any, ...], kwargs: dict[str, Any], limit: int = 60) -> str:
-    """What ``bide log`` shows of a call's arguments (it shows 60 characters)."""
+    """What a decider sees of a call's arguments (``limit`` characters)."""
     text = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
     return text if len(text) <= limit else text[: limit - 1] + "…"

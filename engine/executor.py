@@ -24,6 +24,7 @@ from ..formats import (
 )
 from . import faults, timers
 from .approvals import Doors, write_request_file
+from .call_refs import refer, shorten
 from .errors import Paused, StaleLease, StoreFull
 from .flow import Flow
 from .full_disk import release_on_full_store
@@ -344,7 +345,7 @@ class Execution:
                 else:  # outputs committed with this checkpoint (adjacent: one marker)
                     if DEFERRED not in self.absorbed:
                         self.absorbed.append(DEFERRED)
-                    self.deferred.extend(r.ops)
+                    self.deferred.extend(refer(r.ops, r.task, r.calls))
         else:
             self.inline.extend(op for _, ops in writes for op in ops if op[1] != "custom")
         self.inline.extend(custom)
@@ -363,7 +364,8 @@ class Execution:
         cp = Checkpoint(
             run_id=self.run_id, version=self.version, superstep=self.superstep, status=status,
             full=full, state=self.state if full else None, base=-1 if full else self.base,
-            writes=[] if full else self.absorbed, deferred=[] if full else self.deferred,
+            writes=[] if full else self.absorbed,
+            deferred=[] if full else shorten(self.deferred, self.superstep),
             ops=[] if full else self.inline,
             committed=self.committed or self.last_committed, next=self.next,
             seen=self.seen,

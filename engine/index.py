@@ -28,8 +28,10 @@ from ..formats import (
 )
 from ..formats.envelope import INDEX_MAGIC, frame_index, unframe_index
 from ..formats.errors import CorruptIndex
-from . import attention
+from ..formats.records import intent_key as call_key
+from . import attention, call_refs
 from .attention import ATTENTION
+from .call_refs import Called
 from .extensions import EXTENSIONS, owner
 from .keys import intent_key as intent_key  # the key shapes, re-exported for the stores
 from .keys import run_prefix as run_prefix
@@ -234,7 +236,7 @@ def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
             head.waiting = record.waiting
             if record.status != Status.FAILED:
                 head.error = None
-            fold_latest(tables, seq, record)
+            fold_latest(tables, seq, record, call_results(tables))
         case StatusChanged():
             head.status = record.status
             head.reason = record.reason
@@ -267,6 +269,15 @@ def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
                 head.woken = state.approval_id
         case _ if (ext := owner(record)) is not None:
             ext.fold_head(tables, head, seq, record)
+
+
+def call_results(tables: Tables) -> Called:
+    """What a checkpoint's op naming a tool call's result resolves to, read from the
+    intents table: folded from the log before the checkpoint (engine/call_refs.py)."""
+    def called(run_id: str, task: str, index: int) -> Any:
+        state = load(tables, INTENTS, intent_key(run_id, call_key(task, index)), IntentState)
+        return call_refs.recorded(state, run_id, task, index)
+    return called
 
 
 class RunRecords(Protocol):

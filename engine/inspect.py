@@ -206,7 +206,15 @@ def log(engine: Engine, run_id: str) -> list[dict[str, Any]]:
     """Every record of the run in log order: seq, type, bytes, time, summary, record."""
     with engine.store.reader() as r:
         head_of(r, run_id)
-        return [log_entry(r, seq, rtype)[0] for seq, rtype in r.run_entries(run_id)]
+        entries = [log_entry(r, seq, rtype) for seq, rtype in r.run_entries(run_id)]
+    prepared: dict[str, float] = {}
+    for entry, record in entries:  # a call's outcome says when as ms after its prepare
+        if isinstance(record, IntentPrepared):
+            prepared[record.key] = record.at
+        elif isinstance(record, IntentCompleted) and entry["at"] is None \
+                and record.key in prepared:
+            entry["at"] = prepared[record.key] + record.took / 1000
+    return [entry for entry, _ in entries]
 
 
 def log_entry(r: Reader, seq: int, rtype: str) -> tuple[dict[str, Any], Record | None]:

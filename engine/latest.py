@@ -36,13 +36,15 @@ Every value but the groups fits in an LMDB page; a group is written once.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 import msgspec
 
 from ..formats import Checkpoint, PendingWrite, Record, check_serializable, pack_value, unpack_value
 from ..formats.errors import CorruptIndex
+from . import call_refs
+from .call_refs import Called
 from .keys import run_prefix
 
 STATE, SEGMENTS = "state", "state_segments"  # hot entries (every step), closed segments
@@ -172,16 +174,20 @@ def _get(tables: Getter, entry: Entry) -> Any:
 
 
 # -- folding ----------------------------------------------------------------------------
-def delta_ops(record: Callable[[int], Record], cp: Checkpoint) -> Iterator[Op]:
+def delta_ops(record: Callable[[int], Record], cp: Checkpoint, called: Called
+              ) -> Iterator[Op]:
     """The ops a delta checkpoint applies, in replay order: the pending writes it
-    absorbed (``record`` reads them from the log), then its own ``ops``.
+    absorbed (``record`` reads them from the log), then its own ``ops``. A deferred
+    op that names a tool call's result gets it from ``called`` (engine/call_refs.py).
 
     Raises:
-        KeyError: an absorbed pending write is not in the log.
+        KeyError: an absorbed pending write is not in the log, or a named call has
+            no recorded result.
     """
     for wseq in cp.writes:
+        ops: Iterable[Op]
         if wseq == DEFERRED:
-            ops = cp.deferred
+            ops = call_refs.resolve(cp.deferred, cp.run_id, cp.superstep, called)
         else:
             write = record(wseq)
             if not isinstance(write, PendingWrite):
@@ -191,7 +197,8 @@ def delta_ops(record: Callable[[int], Record], cp: Checkpoint) -> Iterator[Op]:
     yield from cp.ops
 
 
-def fold(tables: Tables, seq: int, cp: Checkpoint) -> None:
+def fold(tables: Tables, seq: int, cp: Checkpoint, called: Called = call_refs.no_calls
+         ) -> None:
     """Fold one checkpoint into its run's latest state.
 
     A delta the index cannot fold (no entry for the run, an absorbed pending write
@@ -212,7 +219,7 @@ def fold(tables: Tables, seq: int, cp: Checkpoint) -> None:
             for name, value in (cp.state or {}).items():
                 _set(batch, run_id, old, name, value)
         elif old is not None:
-            for name, kind, value in delta_ops(tables.record, cp):
+            for name, kind, value in delta_ops(tables.record, cp, called):
                 _apply(batch, run_id, old, name, kind, value)
         else:
             return

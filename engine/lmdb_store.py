@@ -42,6 +42,7 @@ from .index import (
     RUNS,
     RunHead,
     apply,
+    call_results,
     refold_without,
     runlog_key,
     runlog_type,
@@ -693,7 +694,7 @@ class LMDBStore(Observed):
                 if rtype == "checkpoint" and seq <= head.checkpoint:
                     cp = reader.record(seq)
                     assert isinstance(cp, Checkpoint)
-                    latest.fold(tables, seq, cp)
+                    latest.fold(tables, seq, cp, call_results(tables))
 
     # -- reading -----------------------------------------------------------
     @contextmanager

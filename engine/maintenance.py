@@ -36,6 +36,7 @@ from ..formats import (
     unpack_value,
 )
 from . import faults
+from .call_refs import unresolved
 from .errors import LogUnreadable
 from .extensions import owner
 from .index import (
@@ -45,6 +46,7 @@ from .index import (
     RUNS,
     RunHead,
     apply,
+    call_results,
     read_index,
     runlog_type,
     seq_key,
@@ -240,6 +242,8 @@ def _run_problems(reader: Reader, run: Any, named: set[tuple[str, str]],
     problems += [Problem("dangling", LOG, f"seq {seq}", why)
                  for seq, why in dangling(_with_referenced(reader, run.items))
                  if any(seq == s for s, _, _ in run.items)]
+    problems += [Problem("dangling", LOG, f"seq {seq}", why)
+                 for seq, why in unresolved(run.items, call_results(mem))]
     return problems
 
 

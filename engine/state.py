@@ -12,7 +12,9 @@ from typing import Any
 
 from ..formats import Checkpoint, check_serializable
 from ..formats.errors import NotSerializable
-from . import latest
+from ..formats.records import intent_key
+from . import call_refs, latest
+from .call_refs import Called
 from .errors import ReducerConflict, StateNotSerializable
 from .flow import Flow, reducer_kind
 from .latest import DEFERRED as DEFERRED  # in Checkpoint.writes: the checkpoint's own ops
@@ -115,8 +117,16 @@ def fold(
 def apply_delta(reader: Reader, state: dict[str, Any], cp: Checkpoint,
                 owned: set[str] | None = None) -> None:
     """Apply a delta checkpoint: the pending writes it absorbed, then its own ops."""
-    for op in latest.delta_ops(reader.record, cp):
+    for op in latest.delta_ops(reader.record, cp, _call_results(reader)):
         apply_op(state, op, owned)
+
+
+def _call_results(reader: Reader) -> Called:
+    """What an op naming a tool call's result resolves to (engine/call_refs.py)."""
+    def called(run_id: str, task: str, index: int) -> Any:
+        return call_refs.recorded(reader.intent(run_id, intent_key(task, index)),
+                                  run_id, task, index)
+    return called
 
 
 def materialize(reader: Reader, run_id: str, seq: int) -> dict[str, Any]:

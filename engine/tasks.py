@@ -51,6 +51,7 @@ class TaskResult:
     error: str | None = None
     pause: Paused | None = None
     exc: BaseException | None = None
+    calls: dict[int, Any] = field(default_factory=dict)  # NodeContext.results
 
 
 class _Countdown:
@@ -211,7 +212,7 @@ def _run_sync(scope: StepScope, left: _Countdown, task: Task) -> TaskResult:
         ctx = NodeContext(scope, name, task.id, attempt)
         try:
             update = _closing(ctx, node.fn, scope, task)
-            return _finish(scope, left, task.id, name, update)
+            return _finish(scope, left, task.id, name, update, ctx.results)
         except BaseException as exc:  # noqa: BLE001 - sorted below; pauses are not errors
             result = _failed(left, task.id, name, exc, attempt, node.retries)
         if result is not None:
@@ -235,7 +236,7 @@ async def _run_async(scope: StepScope, left: _Countdown, task: Task) -> TaskResu
                         update = await node.fn(_state_of(scope, task), ctx)
             finally:
                 ctx.close()
-            return await off_loop(_finish, scope, left, task.id, name, update)
+            return await off_loop(_finish, scope, left, task.id, name, update, ctx.results)
         except BaseException as exc:  # noqa: BLE001 - sorted below
             result = _failed(left, task.id, name, exc, attempt, node.retries)
         if result is not None:
@@ -255,8 +256,8 @@ def _closing(ctx: NodeContext, fn: Any, scope: StepScope, task: Task) -> Any:
         ctx.close()
 
 
-def _finish(scope: StepScope, left: _Countdown, task: str, name: str, update: Any
-            ) -> TaskResult:
+def _finish(scope: StepScope, left: _Countdown, task: str, name: str, update: Any,
+            calls: dict[int, Any]) -> TaskResult:
     ops = to_ops(scope.flow, name, update)
     seq = None
     if not scope.policy.pending_writes:
@@ -269,7 +270,7 @@ def _finish(scope: StepScope, left: _Countdown, task: str, name: str, update: An
                               node=name, ops=ops, at=scope.clock())
         seq = scope.commit([record], task=task)[0]
         faults.point("after_pending_write")
-    return TaskResult(task, name, "ok", ops, seq)
+    return TaskResult(task, name, "ok", ops, seq, calls=calls)
 
 
 def _failed(left: _Countdown, task: str, name: str, exc: BaseException, attempt: int,

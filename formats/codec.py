@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from .envelope import frame, frame_index, unframe, unframe_index
+from .envelope import SHORT_CODES, frame, frame_index, unframe, unframe_index
 from .errors import CorruptIndex, CorruptRecord, NewerSchema, NotSerializable, UnknownRecordType
 from .migrations import upgrade
 from .records import RECORD_TYPES, Record
@@ -48,14 +48,46 @@ def _wire_record(record: Record) -> Record:
     return msgspec.structs.replace(record, **changes) if changes else record
 
 
+_defaults_of: dict[type, tuple[Any, ...]] = {}
+
+
+def _defaults(cls: type[Record]) -> tuple[Any, ...]:
+    """The default of each field of an array-like record, in order (NODEFAULT: required)."""
+    found = _defaults_of.get(cls)
+    if found is None:
+        found = _defaults_of[cls] = tuple(
+            f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default
+            for f in msgspec.structs.fields(cls))
+    return found
+
+
+def _row(record: Record) -> tuple[Any, ...]:
+    """An array-like record as its array without the defaults at its end: msgspec
+    writes every field of an array, and reads a shorter one with the defaults."""
+    row = msgspec.structs.astuple(record)
+    defaults = _defaults(type(record))
+    n = len(row)
+    while n:
+        value, default = row[n - 1], defaults[n - 1]
+        # equal and of the same type (0 == 0.0 == False would drop a set value); a word
+        # may be a str enum member (Status.RUNNING)
+        if default is msgspec.NODEFAULT or value != default or \
+                (type(value) is not type(default) and not isinstance(value, str)):
+            break
+        n -= 1
+    return row[:n]
+
+
 def encode(record: Record) -> bytes:
     """Frame a record as bytes for the store.
 
     Raises:
         NotSerializable: a field holds a value bide does not keep.
     """
+    short = (record.TYPE, record.VERSION) in SHORT_CODES
     try:
-        body = _encoder.encode(_wire_record(record))
+        wire = _wire_record(record)
+        body = _encoder.encode(_row(wire) if short else wire)
     except NotSerializable as exc:
         raise NotSerializable(f"{record.TYPE} record", exc.why, type_name=exc.type_name,
                               trail=exc.trail) from exc

@@ -87,6 +87,23 @@ def _sends_in_place(old: dict[str, Any] | list[Any]) -> dict[str, Any]:
     return dict(zip(_CHECKPOINT_V3, old, strict=False))
 
 
+_CHECKPOINT_V4 = (*_CHECKPOINT_V3, "sends_at")
+_INTENT_PREPARED_V2 = ("run_id", "task", "index", "tool", "digest", "attempt", "args_preview",
+                       "at", "fixups")
+_INTENT_COMPLETED_V2 = ("run_id", "task", "index", "attempt", "ok", "result", "error",
+                        "error_type", "via", "at", "fixups")
+
+
+def _named(fields: tuple[str, ...]) -> Migration:
+    """The next version only reordered the array (and writes it in a short frame):
+    an array body of the old order becomes a mapping (an upgraded one already is)."""
+    def migrate(old: dict[str, Any] | list[Any]) -> dict[str, Any]:
+        if isinstance(old, dict):
+            return old
+        return dict(zip(fields, old, strict=False))
+    return migrate
+
+
 MIGRATIONS: dict[tuple[str, int], Migration] = {
     ("status_changed", 1): _status_changed_v1_to_v2,
     ("intent_prepared", 1): _intent_prepared_v1_to_v2,
@@ -94,6 +111,9 @@ MIGRATIONS: dict[tuple[str, int], Migration] = {
     ("checkpoint", 1): _same_fields,
     ("checkpoint", 2): _no_sends,
     ("checkpoint", 3): _sends_in_place,
+    ("checkpoint", 4): _named(_CHECKPOINT_V4),
+    ("intent_prepared", 2): _named(_INTENT_PREPARED_V2),
+    ("intent_completed", 2): _named(_INTENT_COMPLETED_V2),
     ("pending_write", 1): _same_fields,
 }
 

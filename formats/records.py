@@ -14,7 +14,9 @@ import msgspec
 
 # One op of a state update: (key, kind, value). kind is "set", "append",
 # "merge" (dict update) or "custom" (the value is the reducer's input; the
-# checkpoint that absorbs it carries the reduced value as a "set").
+# checkpoint that absorbs it carries the reduced value as a "set"). A version-5
+# checkpoint's deferred op may be "@": set the key to the recorded result of the
+# tool call its value names, [task, index] (engine/call_refs.py).
 Op = tuple[str, str, Any]
 
 
@@ -88,31 +90,36 @@ class Checkpoint(Record, frozen=True, kw_only=True, omit_defaults=True, array_li
     superstep's Sends, which a later checkpoint of the same superstep (a pause,
     say) refers to instead of storing them again (-1: its own ``sends``). A map
     whose items pause one by one then writes bytes linear in its items.
+
+
+    Version 5 is written in a short frame (formats/envelope.py) with its fields in
+    the order a step's delta uses them, and the defaults at the end left out: what
+    a delta does not use costs nothing (``status`` defaults to ``RUNNING``).
     """
 
     TYPE: ClassVar[str] = "checkpoint"
-    VERSION: ClassVar[int] = 4
+    VERSION: ClassVar[int] = 5
     VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("state", "waiting", "sends")
     OP_FIELDS: ClassVar[tuple[str, ...]] = ("deferred", "ops")
     run_id: str
     version: int
     superstep: int
-    status: str
-    full: bool = False
-    state: dict[str, Any] | None = None
     base: int = -1
     writes: list[int] = []
     deferred: list[Op] = []
-    ops: list[Op] = []
     committed: list[str] = []
     next: list[str] = []
+    at: float = 0.0
+    status: str = "RUNNING"
+    ops: list[Op] = []
+    full: bool = False
+    state: dict[str, Any] | None = None
     counts: dict[str, int] = {}
     seen: dict[str, dict[str, int]] = {}
     waiting: dict[str, Any] | None = None
     scan_from: int = -1
     flow: str = ""
     fingerprint: str = ""
-    at: float = 0.0
     sends: list[list[Any]] = []
     sends_at: int = -1
 
@@ -141,18 +148,21 @@ class IntentPrepared(Record, frozen=True, kw_only=True, omit_defaults=True, arra
     the intent key, node and idempotency key are derived from ``run_id``,
     ``task`` and ``index`` instead of stored; the args digest is 16 raw bytes.
     ``fixups`` keeps any version-1 value that derivation would not give back.
+
+    Version 3 is written in a short frame, ``attempt`` after ``at``, and the
+    defaults at the end left out.
     """
 
     TYPE: ClassVar[str] = "intent_prepared"
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     run_id: str
     task: str
     index: int
     tool: str
     digest: bytes
-    attempt: int = 1
     args_preview: str = ""
     at: float = 0.0
+    attempt: int = 1
     fixups: dict[str, str] | None = None
 
     @property
@@ -183,21 +193,28 @@ class IntentCompleted(Record, frozen=True, kw_only=True, omit_defaults=True, arr
 
     Version 2 is compact (an array; the intent key as ``task`` and ``index``),
     like ``IntentPrepared`` version 2.
+
+    Version 3 is written in a short frame with the result first and the defaults
+    at the end left out, and says when as ``took``: the milliseconds since the
+    call's prepare (``at`` is the prepare's plus that; a record that could not
+    say so, as a reconciled one, keeps ``at``). A call that went as planned and
+    fast is its key and its result.
     """
 
     TYPE: ClassVar[str] = "intent_completed"
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     VALUE_FIELDS: ClassVar[tuple[str, ...]] = ("result",)
     run_id: str
     task: str
     index: int
-    attempt: int = 1
-    ok: bool = True
     result: Any = None
+    took: int = 0
+    at: float = 0.0
+    ok: bool = True
     error: str | None = None
     error_type: str | None = None
+    attempt: int = 1
     via: str = "call"
-    at: float = 0.0
     fixups: dict[str, str] | None = None
 
     @property
@@ -207,7 +224,7 @@ class IntentCompleted(Record, frozen=True, kw_only=True, omit_defaults=True, arr
     def view(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "key": self.key, "attempt": self.attempt, "ok": self.ok,
                 "result": self.result, "error": self.error, "error_type": self.error_type,
-                "via": self.via, "at": self.at}
+                "via": self.via, "at": self.at} | ({"took": self.took} if self.took else {})
 
 
 def intent_key(task: str, index: int) -> str:

@@ -25,6 +25,20 @@ def test_a_tool_step_costs_one_commit_and_compact_records(bide_row: dict) -> Non
     assert bide_row["intent_bytes_per_call"] <= 2 * tool_calls.ARG + 150
 
 
+def test_a_tool_call_stores_fewer_record_bytes_than_dbos(tmp_path, monkeypatch) -> None:
+    """Counted as the bench counts (the run's framed log records), at 100 B of arguments
+    and 100 B of result: under DBOS's 288 B (499 B with long frames, every array default
+    written and the result stored again in the checkpoint)."""
+    monkeypatch.setattr(held, "HOLD_BOUND", 60.0)
+    k = tool_calls.FULL_K
+    row = tool_calls.measure_bide(k, "fast", repeat=1, directory=str(tmp_path))
+    by_type = row["bytes_by_type"]
+    assert by_type["intent_prepared"] <= 90 * k
+    assert by_type["intent_completed"] <= 125 * k  # the result, and a byte of time at most
+    assert by_type["checkpoint"] <= 70 * k  # the result named, not repeated
+    assert row["bytes_per_call"] < 288
+
+
 @pytest.mark.skipif(tool_calls.langgraph_skip() is not None, reason="LangGraph not installed")
 def test_langgraph_runs_the_same_calls(tmp_path) -> None:
     row = tool_calls.measure_langgraph(K, repeat=1, directory=str(tmp_path))

@@ -90,6 +90,11 @@ UPGRADED = {
     "checkpoint@1": EXAMPLES["checkpoint"].view() | {"sends": [], "sends_at": -1},
     "checkpoint@2": EXAMPLES["checkpoint"].view() | {"sends": [], "sends_at": -1},
     "checkpoint@3": EXAMPLES["checkpoint"].view() | {"sends_at": -1},
+    # checkpoint v5 and intent_prepared v3 reordered the fields and use a short frame
+    "checkpoint@4": EXAMPLES["checkpoint"].view(),
+    "intent_prepared@2": EXAMPLES["intent_prepared"].view(),
+    "intent_completed@2": {k: v for k, v in EXAMPLES["intent_completed"].view().items()
+                           if k != "took"},  # v3 added took
     "pending_write@1": EXAMPLES["pending_write"].view(),
 }
 
