@@ -93,7 +93,9 @@ from .run_view import check_fence, renew_if_held
 from .store import Check, Later, Logged, Observed, WriteEvent, numbered
 from .wakeups import announced
 
-PG_FORMAT = 1
+# 2: records may be short frames (formats/envelope.py) a bide of format 1 cannot read, so
+# the first writable open of a format-1 home marks it 2 and older bides stop at open
+PG_FORMAT = 2
 DURABILITIES = ("durable", "fast")
 _IDLE = 8  # connections kept open for reuse
 _RETRIABLE = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected)
@@ -222,6 +224,10 @@ class PostgresStore(Observed):
             row = conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'format'").fetchone()
             if row is not None and int(row[0]) > PG_FORMAT:
                 raise NewerStore(self.home, int(row[0]), PG_FORMAT)
+            if row is not None and int(row[0]) < PG_FORMAT and self.readonly is None:
+                with conn.transaction():
+                    conn.execute(f"UPDATE {SCHEMA}.meta SET value = %s WHERE key = 'format' "
+                                 "AND value::int < %s", (str(PG_FORMAT), PG_FORMAT))
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL error at {self.home}: {exc}", path=self.home) from exc
         finally:
