@@ -98,6 +98,7 @@ class Execution:
         self.steps_since_cp = 0
         self.labels: dict[str, str] = {}  # task id -> how errors name it (search[3])
         self.held = HeldOutcomes(self._fenced, name=run_id)
+        self.callers: set[str] = set()  # nodes seen calling a tool in this worker
         self.threads = TaskThreads(run_id)  # parallel sync tasks' threads, kept while leased
         self.trace: RunSpan | None = None  # engine/tracing.py: this worker's run span
         self.step_trace: StepSpan | None = None
@@ -334,6 +335,8 @@ class Execution:
         writes = [(self.labels.get(r.task, r.node), r.ops) for r in results]
         state, custom = fold(self.flow, self.state, writes)
         names = [r.node for r in results]
+        holders = self.held.take_holders()
+        self.callers.update(r.node for r in results if r.task in holders)
         seen = {k: dict(v) for k, v in self.seen.items()}
         self.next, self.sends = self.flow.successors(names, state, seen)
         self.sends_at = -1  # a new plan: the next checkpoint stores it
@@ -400,8 +403,16 @@ class Execution:
 
         Only such a checkpoint: a full one or a map's plan is referred to by seq, a
         stop (pause, failure, done) releases the lease and must be durable at once.
+
+        And only before steps whose nodes have called a tool here (a loop of tool
+        steps), whose first commit is the prepare it rides in. Before any other node
+        (an LLM step) it would ride in that step's checkpoint, after the step ran: a
+        crash in that one commit lost two supersteps and left the outcome unknown for
+        the whole next step. Committed now, redo stays within one superstep.
         """
         if cp.status != Status.RUNNING or cp.full or self.sends or len(records) != 1:
+            return False
+        if not self.next or not all(node in self.callers for node in self.next):
             return False
 
         def committed(seq: int) -> None:

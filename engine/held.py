@@ -60,6 +60,7 @@ class HeldOutcomes:
         self._asleep = False  # the flusher waits for a hold (else it polls or waits for a due)
         self._last_hold = 0.0
         self._held: dict[str, list[Record]] = {}
+        self._holders: set[str] = set()  # tasks that held an outcome since ``take_holders``
         self._on_commit: dict[int, Callable[[int], None]] = {}  # id(record) -> told its seq
         self._due: float | None = None  # monotonic time the oldest held outcome must flush
         self._busy: set[str] = set()  # tasks whose outcomes are in a commit under way
@@ -71,6 +72,7 @@ class HeldOutcomes:
         """Keep ``record`` (an outcome) to ride in ``task``'s next commit, or flush it soon."""
         with self._lock:
             self._held.setdefault(task, []).append(record)
+            self._holders.add(task)
             self._last_hold = now = time.monotonic()
             if self._due is None:
                 self._due = now + self._bound
@@ -97,6 +99,12 @@ class HeldOutcomes:
             self._on_commit[id(record)] = on_commit
         faults.point("checkpoint_held")
         return True
+
+    def take_holders(self) -> set[str]:
+        """The tasks that held an outcome (called a tool) since the last call; forgets them."""
+        with self._lock:
+            holders, self._holders = self._holders, set()
+        return holders
 
     def flush(self) -> None:
         """Commit everything held now (before a commit that needs the held checkpoint's seq)."""

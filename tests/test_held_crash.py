@@ -20,10 +20,10 @@ SLOW = {"SLEEP_AFTER_TOOL": "0.3"}  # the node keeps working: its outcome is flu
 # A busy machine can hold a fast node past the bound, so its outcome is flushed alone:
 # "outcome_rides" is armed with "before_outcome_flush" (both: not durable yet).
 RIDES = "outcome_rides"
-# The checkpoint carrying the outcome is held with it, to ride the run's next commit
-# (here the DONE checkpoint): armed with "before_outcome_flush" too, like RIDES.
+# A checkpoint carrying held outcomes is held only before a node seen calling a tool
+# (tests/test_held_checkpoint_crash.py); here the next node calls none: never held.
 HELD_CP = "checkpoint_held"
-UNKNOWN = [("outcome_held", {}), (RIDES, {}), (HELD_CP, {}), ("outcome_held", SLOW),
+UNKNOWN = [("outcome_held", {}), (RIDES, {}), ("outcome_held", SLOW),
            ("before_outcome_flush", SLOW)]
 DURABLE = [("after_intent_completed", {}), ("after_intent_completed", SLOW)]
 APPS = [("tool_app.py", ()), ("async_tool_app.py", ("sync",)), ("async_tool_app.py", ("async",))]
@@ -44,6 +44,13 @@ def crash_then_resume(tmp_path, which, kind, point, env, mode="kill"):
     out = app(tmp_path, which, kind, "resume", "r1")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("which", APPS, ids=lambda a: "-".join((a[0][:-3], *a[1])))
+def test_the_checkpoint_before_a_node_that_calls_no_tool_is_not_held(tmp_path, which):
+    out = app(tmp_path, which, "plain", "start", "r1", fault=f"{HELD_CP}:1:kill")
+    assert out.returncode == 0, out.stderr
+    assert effects(tmp_path) == 1
 
 
 def effects(tmp_path) -> int:

@@ -43,8 +43,10 @@ QUICK = ("after_pending_write:2", "before_commit:5", "after_commit:9", "after_ch
 LMDB_ONLY = {"during_map_growth", "during_compact_swap"}
 INTENT_POINTS = ("before_intent_prepared", "after_intent_prepared", "after_tool_effect",
                  "after_intent_completed")
-HELD_OUTCOME = (("outcome_held", {}), ("outcome_rides", {}), ("checkpoint_held", {}),
+HELD_OUTCOME = (("outcome_held", {}), ("outcome_rides", {}),
                 ("before_outcome_flush", {"SLEEP_AFTER_TOOL": "0.3"}))
+# a checkpoint is held only before a node that calls a tool: tool_loop_app, not tool_app
+HELD_CHECKPOINT = "checkpoint_held"
 PAUSE_POINTS = ("after_pause_committed", "after_request_file")
 INBOX_POINTS = ("after_file_claimed", "after_decision_recorded")
 # a map's boundaries (map_app: 12 Send tasks, 3 at once), and a tool effect mid-map
@@ -52,7 +54,8 @@ MAP_FAULTS = ("map_planned:1", "map_task_started:7", "after_tool_effect:4")
 # the fan-out's held outputs: its first and last sibling (its other boundaries are in FAULTS)
 HELD_PG = [f for f in HELD_FAULTS if f in ("sibling_output_held:1", "sibling_output_held:3")]
 ALL_POINTS = ({f.split(":")[0] for f in FAULTS + HELD_PG} | set(INTENT_POINTS)
-              | {p for p, _ in HELD_OUTCOME} | {"after_lease_acquired"} | set(PAUSE_POINTS)
+              | {p for p, _ in HELD_OUTCOME} | {HELD_CHECKPOINT} | {"after_lease_acquired"}
+              | set(PAUSE_POINTS)
               | set(INBOX_POINTS) | {"during_prune"} | {f.split(":")[0] for f in MAP_FAULTS}
               | set(TIMER_POINTS) | set(SIGNAL_POINTS) | set(SCHEDULE_POINTS)
               | set(CHILD_POINTS))
@@ -140,11 +143,24 @@ def test_a_plain_call_with_an_unknown_outcome_waits_for_a_person_on_postgres(pg_
                                             for p, e in HELD_OUTCOME])
 def test_a_held_outcome_lost_in_memory_is_reconciled_on_postgres(pg_url, here, point, env):
     fault = f"{point}:1:kill" + (",before_outcome_flush:1:kill"
-                                 if point in ("outcome_rides", "checkpoint_held") else "")
+                                 if point == "outcome_rides" else "")
     tool_app(pg_url, here, "reconciled", "start", fault=fault, env=env)
     run = tool_app(pg_url, here, "reconciled", "resume")
     assert run["status"] == Status.DONE and run["intents"][0]["via"] == "reconcile"
     assert sum(count_lines(here / "effects").values()) == 1
+
+
+@pytest.mark.slow
+def test_a_held_checkpoint_lost_in_a_crash_costs_no_effect_on_postgres(pg_url, here):
+    args = (pg_url, str(here / "effects"), "reconciled")
+    out = run_app("tool_loop_app.py", *args, "start", "r1", fault=f"{HELD_CHECKPOINT}:2:kill")
+    assert out.returncode in (-9, 137), out.stdout + out.stderr
+    out = run_app("tool_loop_app.py", *args, "resume", "r1")
+    assert out.returncode == 0, out.stderr
+    run = json.loads(out.stdout)
+    assert run["status"] == "DONE" and run["state"]["i"] == 4, run
+    assert set(count_lines(here / "effects").values()) == {1}
+    assert len(count_lines(here / "effects")) == 4
 
 
 # -- a pause, the inbox, prune (proof_app, bide watch --once, bide prune) -------------------

@@ -48,8 +48,8 @@ def uninterrupted(tmp_path_factory) -> str:
 
 # after_run_created: the input is read back from the store; after_intent_completed: the tool
 # result is replayed from the intent log; after_checkpoint: the next node reads stored state.
-# The last two need ``make`` to keep working after its call (SLOW): else its outcome and
-# checkpoint are held together and ride in the run's next commit, after ``check`` ran.
+# The last two have ``make`` keep working after its call (SLOW), so its outcome is flushed
+# alone before its checkpoint (``check`` calls no tool: that checkpoint is not held).
 SLOW = {"SLEEP_AFTER_TOOL": "0.3"}
 
 
