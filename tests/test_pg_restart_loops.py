@@ -1,0 +1,75 @@
+"""Every loop of ``bide watch`` survives an immediate PostgreSQL restart.
+
+The bug this reproduces: the schedule thread opened its change feed (a LISTENing
+connection, ``pg_follow``) once, outside any retry, so a server restart while it was
+opening it (a watcher just started, under load) ended the thread with "schedules
+failed (StoreError: cannot follow runs ...: server closed the connection
+unexpectedly)", which stops the whole watcher. Here the server stops (immediate: as a
+crash) exactly as that thread opens its feed and starts again; the watcher's rescan is
+an hour away, so only the schedule thread can start the slot's run.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import time
+
+import bide
+import pytest
+from bide.formats import SCHEDULES_RUN
+from conftest import APPS, count_lines
+from polling import wait_for
+
+pytest.importorskip("psycopg")
+sys.path.insert(0, str(APPS))
+import schedule_app  # noqa: E402
+
+DEADLINE = 30.0  # generous: a wait this long means it never happened
+FAILED = re.compile(r"\bfailed \(")  # "schedules failed (...)", "wake-ups failed (...)"
+
+
+def _slot(run_id: str) -> int:
+    return int(run_id.rsplit("-", 1)[1])
+
+
+def test_a_schedule_fires_after_a_restart_while_its_thread_opens_its_feed(
+        tmp_path, pg_cluster, pg_url, monkeypatch):
+    effects = tmp_path / "effects.log"
+    monkeypatch.setenv("BIDE_TEST_EFFECTS", str(effects))
+    lines: list[str] = []
+    with bide.open(pg_url, local=tmp_path, durability="durable") as eng:  # kept in a crash
+        eng.register(schedule_app.flow)
+        eng.schedule("beat", "tick", every=1)
+        real, restarted = eng.store.change_feed, threading.Event()
+
+        def opened_in_an_outage(run_id: str):  # the real feed, on a server that is down
+            if run_id != SCHEDULES_RUN or restarted.is_set():
+                return real(run_id)
+            pg_cluster.stop("immediate")
+            try:
+                return real(run_id)
+            finally:
+                pg_cluster.start()
+                restarted.set()
+
+        monkeypatch.setattr(eng.store, "change_feed", opened_in_an_outage)
+        watcher = bide.Watcher(eng, rescan=3600, workers=1, log=lines.append)
+        serving = threading.Thread(target=watcher.serve, name="test-watcher", daemon=True)
+        serving.start()
+        try:
+            assert wait_for(restarted.is_set, DEADLINE), lines
+            after = time.time()
+            assert wait_for(lambda: any(_slot(k.split()[1]) > after for k in count_lines(effects))
+                            or watcher.stop.is_set(), DEADLINE), lines
+            assert not watcher.stop.is_set(), lines  # nothing stopped the watcher
+        finally:
+            watcher.stop.set()
+            serving.join(DEADLINE)
+        assert not serving.is_alive()
+        runs = eng.runs(flow="tick")
+    assert not [line for line in lines if FAILED.search(line)], lines
+    ticks = count_lines(effects)
+    assert all(n == 1 for n in ticks.values()), ticks  # each slot's run's effect once
+    assert len({_slot(r.run_id) for r in runs}) == len(runs)  # one run per slot
