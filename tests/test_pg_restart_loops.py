@@ -63,6 +63,8 @@ def test_a_schedule_fires_after_a_restart_while_its_thread_opens_its_feed(
             after = time.time()
             assert wait_for(lambda: any(_slot(k.split()[1]) > after for k in count_lines(effects))
                             or watcher.stop.is_set(), DEADLINE), lines
+            assert wait_for(lambda: any("listening for wake-ups" in x for x in lines)
+                            or watcher.stop.is_set(), DEADLINE), lines  # the waker, too
             assert not watcher.stop.is_set(), lines  # nothing stopped the watcher
         finally:
             watcher.stop.set()
