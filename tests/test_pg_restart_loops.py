@@ -18,11 +18,14 @@ import time
 
 import bide
 import pytest
-from bide.formats import SCHEDULES_RUN
+from bide.engine.serve_events import home_messages
+from bide.formats import SCHEDULES_RUN, RunCreated
 from conftest import APPS, count_lines
 from polling import wait_for
 
 pytest.importorskip("psycopg")
+from bide.engine.pg_store import PostgresStore  # noqa: E402  (needs psycopg)
+
 sys.path.insert(0, str(APPS))
 import schedule_app  # noqa: E402
 
@@ -75,3 +78,35 @@ def test_a_schedule_fires_after_a_restart_while_its_thread_opens_its_feed(
     ticks = count_lines(effects)
     assert all(n == 1 for n in ticks.values()), ticks  # each slot's run's effect once
     assert len({_slot(r.run_id) for r in runs}) == len(runs)  # one run per slot
+
+
+def test_the_serve_home_stream_reads_on_after_the_server_was_away(pg_cluster, pg_url):
+    """``bide serve``'s home stream reads the store in a thread of its own: a read that
+    fails while the server is away (longer than the store's reconnect time) is tried
+    again, backing off, and the stream goes on; it once ended with the StoreError."""
+    store = PostgresStore(pg_url, durability="durable", reconnect_timeout=0.2)
+    said: list[str] = []
+    stop = threading.Event()
+    produce = home_messages(store, None, fallback=0.05)
+    reading = threading.Thread(target=produce, args=(lambda m: said.append(m) or True, stop),
+                               name="test-home-stream", daemon=True)
+    try:
+        reading.start()
+        pg_cluster.stop("immediate")
+        try:
+            time.sleep(0.6)  # a few reads fail meanwhile
+        finally:
+            pg_cluster.start()
+        other = PostgresStore(pg_url, durability="durable")
+        try:
+            other.commit([RunCreated(run_id="after", flow="job", at=1.0)])
+        finally:
+            other.close()
+        assert wait_for(lambda: any('"after"' in m for m in said) or not reading.is_alive(),
+                        DEADLINE), said
+        assert reading.is_alive(), said
+    finally:
+        stop.set()
+        reading.join(DEADLINE)
+        store.close()
+    assert not reading.is_alive()
