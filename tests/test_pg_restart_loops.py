@@ -18,6 +18,8 @@ import time
 
 import bide
 import pytest
+from bide import Decision, Status
+from bide.engine.inbox import drop_decision
 from bide.engine.serve_events import home_messages
 from bide.formats import SCHEDULES_RUN, RunCreated
 from conftest import APPS, count_lines
@@ -28,6 +30,7 @@ from bide.engine.pg_store import PostgresStore  # noqa: E402  (needs psycopg)
 
 sys.path.insert(0, str(APPS))
 import schedule_app  # noqa: E402
+import wake_app  # noqa: E402
 
 DEADLINE = 30.0  # generous: a wait this long means it never happened
 FAILED = re.compile(r"\bfailed \(")  # "schedules failed (...)", "wake-ups failed (...)"
@@ -110,3 +113,44 @@ def test_the_serve_home_stream_reads_on_after_the_server_was_away(pg_cluster, pg
         reading.join(DEADLINE)
         store.close()
     assert not reading.is_alive()
+
+
+def test_a_decision_file_landing_while_the_server_is_away_is_taken_once_it_is_back(
+        tmp_path, pg_cluster, pg_url, monkeypatch):
+    """The inbox loop reads the store to check a file (its signing marker): that read
+    failing (the server away longer than the store's reconnect time) once ended the
+    loop and the watcher. Now the claimed file waits and is taken when the server is
+    back; the run resumes once."""
+    effects = tmp_path / "effects.log"
+    monkeypatch.setenv("BIDE_TEST_EFFECTS", str(effects))
+    lines: list[str] = []
+    with bide.open(pg_url, local=tmp_path, durability="durable") as eng:
+        eng.register(*wake_app.flows)
+        eng.start("ask", run_id="q")
+        (pending,) = eng.pending()
+        eng.store.reconnect_timeout = eng.store._pool.timeout = 0.3  # away longer than this
+        watcher = bide.Watcher(eng, rescan=3600, workers=1, log=lines.append)
+        serving = threading.Thread(target=watcher.serve, name="test-watcher", daemon=True)
+        serving.start()
+        try:
+            assert wait_for(lambda: any("listening for wake-ups" in x for x in lines),
+                            DEADLINE), lines
+            pg_cluster.stop("immediate")
+            try:
+                drop_decision(tmp_path, pending["approval_id"], Decision.APPROVE, by="t",
+                              inbox=eng.doors.inbox)
+                assert wait_for(lambda: any(x.startswith("inbox: cannot") for x in lines)
+                                or watcher.stop.is_set(), DEADLINE), lines
+            finally:
+                pg_cluster.start()
+            assert wait_for(lambda: count_lines(effects).get("resumed q") == 1
+                            or watcher.stop.is_set(), DEADLINE), lines
+            assert not watcher.stop.is_set(), lines
+        finally:
+            watcher.stop.set()
+            serving.join(DEADLINE)
+        assert not serving.is_alive()
+        assert eng.get("q").status == Status.DONE
+    assert not [line for line in lines if FAILED.search(line)], lines
+    assert count_lines(effects) == {"resumed q": 1}
+    assert [x for x in lines if x.startswith("inbox: cannot")][1:] == []  # said once
