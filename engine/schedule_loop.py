@@ -100,7 +100,13 @@ class ScheduleLoop:
             while not self.stop.is_set():
                 if feed is None:
                     feed = self._open_feed()
-                self._sleep(feed, self._next())
+                try:
+                    self._sleep(feed, self._next())
+                except BideError as exc:  # the feed's own read failed (LMDB's version, say)
+                    if feed is not None:
+                        feed.close()
+                    feed = None
+                    self._feed_failed(exc)
         except Exception as exc:
             # a watcher that silently stopped starting schedules would look alive: stop it
             self.log(f"schedules failed ({type(exc).__name__}: {exc}); stopping the watcher")
@@ -118,14 +124,18 @@ class ScheduleLoop:
         try:
             feed = self.engine.store.change_feed(SCHEDULES_RUN)
         except BideError as exc:  # the server away: the schedules still fire on time
-            if not self._feed_lost:
-                self.log(f"schedules: cannot hear changes ({exc}); trying again")
-            self._feed_lost = True
-            self._reopen_at = time.monotonic() + self._reopen_pause
-            self._reopen_pause = min(self._reopen_pause * 2, REOPEN_MAX)
+            self._feed_failed(exc)
             return None
         self._feed_lost, self._reopen_pause = False, RETRY
         return feed
+
+    def _feed_failed(self, exc: BideError) -> None:
+        """No feed until the next try (backing off); said once per outage."""
+        if not self._feed_lost:
+            self.log(f"schedules: cannot hear changes ({exc}); trying again")
+        self._feed_lost = True
+        self._reopen_at = time.monotonic() + self._reopen_pause
+        self._reopen_pause = min(self._reopen_pause * 2, REOPEN_MAX)
 
     def _next(self) -> float:
         """Fire what is due; the monotonic time to look again."""
