@@ -11,7 +11,7 @@ log's seqs may commit out of order across runs: the home stream is a wake-up
 ("something changed: read again"), never the record of what changed; a run's own
 stream is exact (a run's seqs commit in order, see ``follow``). The home stream
 outlives a server restart: a read that fails is tried again, backing off up to
-``RETRY_MAX``, and the stream goes on from its cursor.
+``RETRY_MAX``, and the stream goes on from its cursor; so does a run's stream.
 """
 
 from __future__ import annotations
@@ -117,16 +117,25 @@ def run_messages(store: Store, run_id: str, since: int | None,
     follow(store, run_id, since=since).close()  # UnknownRun now, not in the thread
 
     def produce(put: Callable[[str], bool], stop: threading.Event) -> None:
-        events = follow(store, run_id, since=since, through_pauses=True, fallback=fallback,
-                        stop=stop)  # the client left: the follow ends after its wait
-        try:
-            for event in events:
-                if not put(message(event.kind, event.to_dict(), seq=event.seq)):
-                    return
-            if not stop.is_set():
-                put(message("end", {"run_id": run_id, "status": _status(store, run_id)}))
-        finally:
-            events.close()
+        cursor, pause = since, fallback
+        while not stop.is_set():
+            events = None
+            try:  # the client left: the follow ends after its wait
+                events = follow(store, run_id, since=cursor, through_pauses=True,
+                                fallback=fallback, stop=stop)
+                for event in events:
+                    if not put(message(event.kind, event.to_dict(), seq=event.seq)):
+                        return
+                    cursor, pause = event.seq, fallback
+                if not stop.is_set():
+                    put(message("end", {"run_id": run_id, "status": _status(store, run_id)}))
+                return
+            except StoreError:  # the server restarting: follow again from the cursor
+                stop.wait(pause)
+                pause = min(pause * 2, RETRY_MAX)
+            finally:
+                if events is not None:
+                    events.close()
 
     return produce
 

@@ -20,8 +20,8 @@ import bide
 import pytest
 from bide import Decision, Status
 from bide.engine.inbox import drop_decision
-from bide.engine.serve_events import home_messages
-from bide.formats import SCHEDULES_RUN, RunCreated
+from bide.engine.serve_events import home_messages, run_messages
+from bide.formats import SCHEDULES_RUN, RunCreated, StatusChanged
 from conftest import APPS, count_lines
 from polling import wait_for
 
@@ -154,3 +154,37 @@ def test_a_decision_file_landing_while_the_server_is_away_is_taken_once_it_is_ba
     assert not [line for line in lines if FAILED.search(line)], lines
     assert count_lines(effects) == {"resumed q": 1}
     assert [x for x in lines if x.startswith("inbox: cannot")][1:] == []  # said once
+
+
+def test_the_serve_run_stream_follows_on_after_the_server_was_away(pg_cluster, pg_url):
+    """A run's stream (``follow`` in a thread) once ended with the StoreError of a read
+    made while the server was away; now it follows again from its cursor."""
+    store = PostgresStore(pg_url, durability="durable", reconnect_timeout=0.2)
+    store.commit([RunCreated(run_id="r", flow="job", at=1.0)])
+    said: list[str] = []
+    stop = threading.Event()
+    produce = run_messages(store, "r", None, fallback=0.05)
+    reading = threading.Thread(target=produce, args=(lambda m: said.append(m) or True, stop),
+                               name="test-run-stream", daemon=True)
+    try:
+        reading.start()
+        assert wait_for(lambda: any("run_created" in m for m in said), DEADLINE), said
+        pg_cluster.stop("immediate")
+        try:
+            time.sleep(0.6)  # a few reads fail meanwhile
+        finally:
+            pg_cluster.start()
+        other = PostgresStore(pg_url, durability="durable")
+        try:
+            other.commit([StatusChanged(run_id="r", status=Status.DONE)])
+        finally:
+            other.close()
+        assert wait_for(lambda: any(m.startswith("event: end") for m in said)
+                        or not reading.is_alive(), DEADLINE), said
+        assert sum(m.count("event: run_created") for m in said) == 1, said  # not twice
+        assert any(m.startswith("event: end") for m in said), said
+    finally:
+        stop.set()
+        reading.join(DEADLINE)
+        store.close()
+    assert not reading.is_alive()
