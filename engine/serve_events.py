@@ -9,7 +9,9 @@ Each message's ``id:`` is the record's log seq, so a client that reconnects with
 ``Last-Event-ID`` goes on after the last record it saw. On a PostgreSQL home the
 log's seqs may commit out of order across runs: the home stream is a wake-up
 ("something changed: read again"), never the record of what changed; a run's own
-stream is exact (a run's seqs commit in order, see ``follow``).
+stream is exact (a run's seqs commit in order, see ``follow``). The home stream
+outlives a server restart: a read that fails is tried again, backing off up to
+``RETRY_MAX``, and the stream goes on from its cursor; so does a run's stream.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from .change_feed import ChangeFeed, ObservedFeed
-from .errors import RecordError
+from .errors import RecordError, StoreError
 from .follow import follow
 from .render import to_json
 from .scripting import iso_times
@@ -30,6 +32,7 @@ KEEPALIVE = 15.0  # seconds without a message before a ": keepalive" comment
 FALLBACK = 1.0  # seconds between re-reads when no wake-up comes (another host's commit)
 QUEUE = 1000  # messages a slow client may lag behind before its stream is closed
 BATCH = 500  # log records read per snapshot by the home stream
+RETRY_MAX = 8.0  # the longest pause between reads of a home that cannot be read (restarting)
 TICK = 0.25  # seconds between looks at whether the server is closing
 _END = object()  # the producer is done (the run finished, or the client left)
 
@@ -114,16 +117,25 @@ def run_messages(store: Store, run_id: str, since: int | None,
     follow(store, run_id, since=since).close()  # UnknownRun now, not in the thread
 
     def produce(put: Callable[[str], bool], stop: threading.Event) -> None:
-        events = follow(store, run_id, since=since, through_pauses=True, fallback=fallback,
-                        stop=stop)  # the client left: the follow ends after its wait
-        try:
-            for event in events:
-                if not put(message(event.kind, event.to_dict(), seq=event.seq)):
-                    return
-            if not stop.is_set():
-                put(message("end", {"run_id": run_id, "status": _status(store, run_id)}))
-        finally:
-            events.close()
+        cursor, pause = since, fallback
+        while not stop.is_set():
+            events = None
+            try:  # the client left: the follow ends after its wait
+                events = follow(store, run_id, since=cursor, through_pauses=True,
+                                fallback=fallback, stop=stop)
+                for event in events:
+                    if not put(message(event.kind, event.to_dict(), seq=event.seq)):
+                        return
+                    cursor, pause = event.seq, fallback
+                if not stop.is_set():
+                    put(message("end", {"run_id": run_id, "status": _status(store, run_id)}))
+                return
+            except StoreError:  # the server restarting: follow again from the cursor
+                stop.wait(pause)
+                pause = min(pause * 2, RETRY_MAX)
+            finally:
+                if events is not None:
+                    events.close()
 
     return produce
 
@@ -146,12 +158,19 @@ def home_messages(store: Store, since: int | None,
     def produce(put: Callable[[str], bool], stop: threading.Event) -> None:
         nonlocal cursor
         feed = _home_feed(store)
+        pause = fallback
         try:
             while not stop.is_set():
-                for seq, data in _changes(store, cursor):
-                    if not put(message(data["kind"], data, seq=seq)):
-                        return
-                    cursor = seq
+                try:
+                    for seq, data in _changes(store, cursor):
+                        if not put(message(data["kind"], data, seq=seq)):
+                            return
+                        cursor = seq
+                except StoreError:  # the server restarting: read again, backing off
+                    stop.wait(pause)
+                    pause = min(pause * 2, RETRY_MAX)
+                    continue
+                pause = fallback
                 feed.wait(fallback)
         finally:
             feed.close()

@@ -43,7 +43,7 @@ from typing import Any
 from . import children, signing
 from .approvals import write_missing_requests
 from .dispatch import Dispatcher
-from .errors import StaleLease
+from .errors import StaleLease, StoreError
 from .inbox import MAX_BYTES, FileResult, Inbox
 from .inbox_events import InboxEvents
 from .index import RunHead
@@ -54,7 +54,7 @@ from .runs import Run
 from .runtime import Engine
 from .schedule_loop import ScheduleLoop
 from .vocabulary import Status
-from .waker import RESCAN, Waker, survey
+from .waker import RESCAN, RETRY, Waker, survey
 from .watch_log import WatchLog, leased_elsewhere
 
 DEFAULT_WORKERS = 4
@@ -98,6 +98,7 @@ class Watcher:
         self._waker: Waker | None = None
         self.schedules = ScheduleLoop(engine, self.dispatcher.offer, stop=self.stop, log=log)
         self._serving = False  # workers started by serve(): the inbox hands them runs
+        self._inbox_failing = False  # the store refused the inbox's reads (said once)
         marker = signing.marker(engine.home, engine.store)
         if engine.approval_key is None and signing.requirement(marker) is not None:
             log(f"{engine.doors.home} requires signed decisions and this watcher has no key: "
@@ -177,7 +178,12 @@ class Watcher:
     def _tick(self) -> None:
         """Record what landed in the inbox; offer the workers every run that can go on."""
         self.engine.store.reader_check()
-        self._take_files()
+        try:
+            self._take_files()
+        except StoreError as exc:  # the server away (restarting): claimed files wait in .work/
+            self._inbox_away(exc)
+            return
+        self._inbox_failing = False
         if self.stop.is_set() or self._waker is not None:
             return  # the waker finds the runs when the store announces changes
         ready, later = survey(self.engine)
@@ -186,6 +192,14 @@ class Watcher:
         if later and self._events is not None:  # e.g. a sleeping run's due time
             soonest = min(at for at, _ in later) - self.engine.clock()
             self._events.pass_by(time.monotonic() + max(0.0, soonest) + PAST_DUE)
+
+    def _inbox_away(self, exc: StoreError) -> None:
+        """Say once per outage that files cannot be taken now; look again in ``RETRY`` s."""
+        if not self._inbox_failing:
+            self.log(f"inbox: cannot take decision files now ({exc}); trying again")
+        self._inbox_failing = True
+        if self._events is not None:
+            self._events.pass_by(time.monotonic() + RETRY)
 
     def _offer_decided(self, run_ids: list[str]) -> None:
         """Runs whose decisions were just recorded go first (someone waits for them).
