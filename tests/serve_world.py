@@ -169,3 +169,10 @@ class Stream:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def waiting(eng: bide.Engine, run_id: str = "r1", flow: str = "gated") -> str:
+    """A run paused on its request: the request's approval id."""
+    run = eng.start(flow, {}, run_id=run_id)
+    assert run.status in (bide.Status.WAITING_APPROVAL, bide.Status.WAITING_INPUT)
+    return run.waiting["approval_id"]

@@ -10,7 +10,6 @@ they are and gain checksums on their first writable open.
 from __future__ import annotations
 
 import json
-import sys
 import tarfile
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from bide.engine.store import LEASES
 from bide.formats import CorruptIndex, pack_value, unpack_value
 from cli_world import DECIDED, FLOWS, NOTIFIED, home, template  # noqa: F401 - fixtures
 from click.testing import CliRunner
+from old_homes import finish_the_waiting_run
 
 FIXTURES = Path(__file__).parent / "fixtures"
 INDEX_TABLES = tuple(t for t in (*FRAMED, LEASES) if t not in (STATE, SEGMENTS))  # format 1
@@ -206,16 +206,4 @@ def test_a_home_from_before_checksums_gains_them_on_its_first_writable_open(tmp_
 
 
 def test_a_migrated_old_home_runs_on(tmp_path):
-    old = old_home(tmp_path)
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        from make_format1_home import flow  # the flow the fixture was made with
-    finally:
-        sys.path.remove(str(FIXTURES))
-    with bide.open(old, create=False) as e:
-        e.register(flow)
-        aid = e.get("r-waiting").waiting["approval_id"]
-        e.decide(aid, "approve", by="me")
-        run = e.resume("r-waiting")
-        assert run.status == bide.Status.DONE
-        assert run.state["found"] == {"name": "ada", "tags": ["a", "b"]} and run.state["ok"]
+    finish_the_waiting_run(old_home(tmp_path), "make_format1_home").close()

@@ -10,7 +10,6 @@ writes are held within 1.2x of raw LMDB's one-database floor, counted (not timed
 from __future__ import annotations
 
 import json
-import sys
 import tarfile
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from bide.engine.lmdb_store import META, LMDBReader, LMDBStore, existing_dbs
 from bide.engine.state import replay
 from bide.formats import RunCreated, StatusChanged
 from click.testing import CliRunner
+from old_homes import finish_the_waiting_run
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LIMIT = 1.2
@@ -77,19 +77,7 @@ def test_a_format_4_home_reads_in_place_then_moves_losing_nothing(tmp_path):
 
 
 def test_a_moved_format_4_home_runs_on(tmp_path):
-    home = format4_home(tmp_path)
-    sys.path.insert(0, str(FIXTURES))
-    try:
-        from make_format4_home import flow  # the flow the fixture was made with
-    finally:
-        sys.path.remove(str(FIXTURES))
-    with bide.open(home, create=False) as e:
-        e.register(flow)
-        aid = e.get("r-waiting").waiting["approval_id"]
-        e.decide(aid, "approve", by="me")
-        run = e.resume("r-waiting")
-        assert run.status == bide.Status.DONE
-        assert run.state["found"] == {"name": "ada", "tags": ["a", "b"]} and run.state["ok"]
+    with finish_the_waiting_run(format4_home(tmp_path), "make_format4_home") as e:
         assert sorted(h.run_id for h in e.runs()) == ["r-decided", "r-long", "r-waiting"]
 
 

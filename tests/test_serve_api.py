@@ -7,7 +7,7 @@ import json
 import bide
 import pytest
 from bide.engine.scripting import iso_times
-from serve_world import FLOWS, TOKEN, client
+from serve_world import FLOWS, TOKEN, client, waiting
 
 
 @pytest.fixture
@@ -15,13 +15,6 @@ def eng(home):
     with bide.open(home, durability="fast") as e:
         e.register(*FLOWS)
         yield e
-
-
-def waiting(eng: bide.Engine, run_id: str = "r1", flow: str = "gated") -> str:
-    """A run paused on its request: the request's approval id."""
-    run = eng.start(flow, {}, run_id=run_id)
-    assert run.status in (bide.Status.WAITING_APPROVAL, bide.Status.WAITING_INPUT)
-    return run.waiting["approval_id"]
 
 
 def test_pending_lists_each_item_as_bide_pending_json_does(eng):

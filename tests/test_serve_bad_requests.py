@@ -8,7 +8,7 @@ from pathlib import Path
 
 import bide
 import pytest
-from serve_world import FLOWS, TOKEN, client
+from serve_world import FLOWS, TOKEN, client, waiting
 
 Request = tuple[str, str, dict]  # method, path, httpx keyword arguments
 
@@ -18,10 +18,6 @@ def eng(home):
     with bide.open(home, durability="fast") as e:
         e.register(*FLOWS)
         yield e
-
-
-def waiting(eng: bide.Engine, run_id: str = "r1", flow: str = "gated") -> str:
-    return eng.start(flow, {}, run_id=run_id).waiting["approval_id"]
 
 
 def written(eng: bide.Engine) -> tuple[int, list[str]]:
