@@ -6,11 +6,12 @@ whatever the machine's load.
 
 from __future__ import annotations
 
+import concurrent.futures
 from typing import Any
 
 import bide
 from bide.bench.workloads import Workload
-from bide.engine import latest, maintenance
+from bide.engine import latest, maintenance, task_threads
 
 
 class _CountedNodes(dict):
@@ -112,3 +113,36 @@ def test_coalesced_joins_only_adjacent_appends_to_one_key():
         ("log", "append", [1, 2, 3]), ("n", "set", 1), ("log", "append", [4]),
         ("m", "merge", {"a": 1}), ("m", "append", [5]), ("log", "append", [6])]
     assert list(latest.coalesced([])) == []
+
+
+def test_a_fan_out_superstep_waits_once_for_its_tasks(monkeypatch):
+    """Every result in hand, a second wait on the four futures (taking each one's lock
+    again) bought nothing: it runs only when a call raised, to let the others end."""
+    waits: list[int] = []
+    real = concurrent.futures.wait
+
+    def counted(fs: Any, *args: Any, **kwargs: Any) -> Any:
+        waits.append(len(fs))
+        return real(fs, *args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "wait", counted)
+    threads = task_threads.TaskThreads("t")
+    try:
+        for _ in range(5):
+            assert threads.map(lambda i: i * 2, [0, 1, 2, 3], 4) == [0, 2, 4, 6]
+        assert waits == []
+
+        def failing(i: int) -> int:
+            if i == 1:
+                raise ValueError("one of four")
+            return i
+
+        try:
+            threads.map(failing, [0, 1, 2, 3], 4)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("the task's error did not come out of map")
+        assert waits == [4]
+    finally:
+        threads.close()
