@@ -11,7 +11,7 @@ from typing import Any
 
 import bide
 from bide.bench.workloads import Workload
-from bide.engine import latest, maintenance, task_threads
+from bide.engine import latest, maintenance, task_threads, tasks
 
 
 class _CountedNodes(dict):
@@ -146,3 +146,21 @@ def test_a_fan_out_superstep_waits_once_for_its_tasks(monkeypatch):
         assert waits == [4]
     finally:
         threads.close()
+
+
+def test_a_fan_out_superstep_counts_its_tasks_once(engine, monkeypatch):
+    """The tasks per node were counted twice a superstep (for the backlog, then for
+    the threads): once is enough when every task has a slot."""
+    counted: list[int] = []
+    real = tasks._counts
+
+    def counting(todo: Any) -> dict[str, int]:
+        counted.append(len(todo))
+        return real(todo)
+
+    monkeypatch.setattr(tasks, "_counts", counting)
+    w = Workload("fanout4", 12, 100)
+    flow = w.flow()
+    engine.register(flow)
+    assert engine.start(flow.name, w.initial(), run_id="fan").state == w.expected()
+    assert counted == [4] * 12
