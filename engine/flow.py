@@ -66,6 +66,7 @@ class Flow:
         self.nodes: dict[str, Node] = {}
         self.routes: dict[str, Callable[[Any], Any]] = {}
         self.reducers: dict[str, Reducer] = {}
+        self._after_index: tuple[int, dict[str, list[str]], dict[str, int]] | None = None
 
     def node(
         self,
@@ -145,8 +146,30 @@ class Flow:
 
     def order(self, names: Iterable[str]) -> list[str]:
         """Node names in definition order (the deterministic order of a superstep)."""
-        wanted = set(names)
-        return [n for n in self.nodes if n in wanted]
+        position = self._index()[2]
+        return sorted({n for n in names if n in position}, key=position.__getitem__)
+
+    def _dependents(self, done: set[str]) -> list[Node]:
+        """The nodes whose ``after`` names one of ``done``, in definition order.
+
+        Looked up, not scanned: walking every node each superstep made a superstep's
+        Python grow with the flow (200 nodes of a fan-out flow: 200 checks a step).
+        """
+        by_dep, position = self._index()[1:]
+        names = {n for dep in done for n in by_dep.get(dep, ())}
+        return [self.nodes[n] for n in sorted(names, key=position.__getitem__)]
+
+    def _index(self) -> tuple[int, dict[str, list[str]], dict[str, int]]:
+        """Per node, the nodes after it; per node, its place: made again when nodes change."""
+        index = self._after_index
+        if index is None or index[0] != len(self.nodes):
+            by_dep: dict[str, list[str]] = {}
+            for node in self.nodes.values():
+                for dep in dict.fromkeys(node.after):
+                    by_dep.setdefault(dep, []).append(node.name)
+            index = (len(self.nodes), by_dep, {n: i for i, n in enumerate(self.nodes)})
+            self._after_index = index
+        return index
 
     def successors(
         self,
@@ -169,9 +192,7 @@ class Flow:
                 names, sent = self._routed(name, self.routes[name](state))
                 triggered.update(names)
                 sends.extend(sent)
-        for node in self.nodes.values():
-            if not node.after or done.isdisjoint(node.after):
-                continue
+        for node in self._dependents(done):
             if len(node.after) == 1:
                 triggered.add(node.name)
                 continue

@@ -39,8 +39,9 @@ class TaskThreads:
         futures = [pool.submit(fn, item) for item in items]
         try:
             return [f.result() for f in futures]
-        finally:
+        except BaseException:  # only then may a call still run: a full list means all ended
             concurrent.futures.wait(futures)
+            raise
 
     def _with(self, workers: int) -> ThreadPoolExecutor:
         if self._pool is None or workers > self._size:

@@ -134,9 +134,9 @@ def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
         return run_coroutine(lambda: _gather(scope, left, tasks))
     if len(tasks) == 1:
         return [_run_sync(scope, _Alone(), tasks[0])]
-    left = _Countdown(len(tasks), backlog=_backlog(scope, tasks))
-    workers = sum(min(n, scope.flow.nodes[name].concurrency)
-                  for name, n in _counts(tasks).items())
+    counts = _counts(tasks)  # once a superstep (it was counted twice)
+    left = _Countdown(len(tasks), backlog=_backlog(scope, tasks, counts))
+    workers = sum(min(n, scope.flow.nodes[name].concurrency) for name, n in counts.items())
     if not left.backlog:  # every task has a thread at once: no slot to wait for
         return _mapped(scope, lambda task: _run_sync(scope, left, task), tasks, workers)
     slots = {name: threading.BoundedSemaphore(n) for name, n in _slots(scope, tasks).items()}
@@ -174,9 +174,11 @@ def _counts(tasks: list[Task]) -> dict[str, int]:
     return counts
 
 
-def _backlog(scope: StepScope, tasks: list[Task]) -> dict[str, int]:
+def _backlog(scope: StepScope, tasks: list[Task], counts: dict[str, int] | None = None
+             ) -> dict[str, int]:
     """Per node, how many of its tasks must wait for a slot at first."""
-    return {name: n - scope.flow.nodes[name].concurrency for name, n in _counts(tasks).items()}
+    counts = _counts(tasks) if counts is None else counts
+    return {name: n - scope.flow.nodes[name].concurrency for name, n in counts.items()}
 
 
 def _slots(scope: StepScope, tasks: list[Task]) -> dict[str, int]:
