@@ -100,6 +100,7 @@ class Flow:
             deps = (after,) if isinstance(after, str) else tuple(after)
             self.nodes[node_name] = Node(node_name, f, deps, start, retries, retry_backoff,
                                          concurrency)
+            self._after_index = None  # successors() reads an index of who comes after whom
             return f
 
         return add(fn) if fn is not None else add
