@@ -49,6 +49,7 @@ from . import (
     RunExists,
     Server,
     Status,
+    StoreError,
     UnknownKey,
     UnknownStatus,
     Watcher,
@@ -322,17 +323,42 @@ def log(home: Path, as_json: bool, run_id: str, follow: bool, through_pauses: bo
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
 
 
+FOLLOW_RETRY_MAX = 5.0  # seconds between tries to follow again while the store is away
+
+
 def _follow(engine: Engine, run_id: str, as_json: bool, *, through_pauses: bool) -> None:
-    """Print the run's events as they are committed (``Engine.follow``); Ctrl-C exits 130."""
-    events = engine.follow(run_id, through_pauses=through_pauses)
+    """Print the run's events as they are committed (``Engine.follow``); Ctrl-C exits 130.
+
+    The store away (a PostgreSQL outage longer than its reconnect time: ``StoreError``)
+    does not end it: it says so on stderr once per outage and follows again from the
+    last event printed, with no gap and no repeat.
+    """
+    cursor, pause, away = None, 0.1, False
     try:
-        for event in events:
-            click.echo(_event_line(event, as_json))
-            sys.stdout.flush()
+        while True:
+            events = None
+            try:
+                events = engine.follow(run_id, since=cursor, through_pauses=through_pauses)
+                for event in events:
+                    if away:
+                        click.echo("log: the store is back; following on", err=True)
+                        away, pause = False, 0.1
+                    click.echo(_event_line(event, as_json))
+                    sys.stdout.flush()
+                    cursor = event.seq
+                return
+            except StoreError as exc:
+                if not away:
+                    click.echo(f"log: cannot read the store now ({exc}); trying again",
+                               err=True)
+                away = True
+            finally:
+                if events is not None:
+                    events.close()
+            time.sleep(pause)
+            pause = min(pause * 2, FOLLOW_RETRY_MAX)
     except KeyboardInterrupt:
         raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
-    finally:
-        events.close()
 
 
 def _event_line(event: Event, as_json: bool) -> str:

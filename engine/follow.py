@@ -9,6 +9,11 @@ ends after ``fallback`` seconds, so a lost wake-up delays an event, never drops 
 The cursor is the seq of the last event yielded (``since``): the store gives a
 run's records increasing seqs in commit order (LMDB's single writer; PostgreSQL's
 lock per run), so "after the cursor" has no gaps and no repeats.
+
+A store that cannot be read (a PostgreSQL outage longer than its reconnect time)
+ends the follow with ``StoreError``: the caller holds the cursor and chooses how
+long to wait for the server (``bide log --follow`` and ``bide serve``'s streams
+follow again from it; a script may rather fail).
 """
 
 from __future__ import annotations

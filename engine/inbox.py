@@ -25,7 +25,7 @@ import msgspec
 
 from . import faults, signal_files, signing
 from .approvals import atomic_write_json, check_decision, decided
-from .errors import AlreadyDecided, BideError
+from .errors import AlreadyDecided, BideError, StoreError, StoreFull
 from .index import ApprovalState
 from .permissions import private_dir, trusted_uid
 from .store import Reader
@@ -324,14 +324,22 @@ class Inbox:
         """Record every checked file's decision in one commit, then move each file.
 
         If the commit itself fails (a full disk...), each file is recorded alone, so
-        each gets the outcome it would have had on its own.
+        each gets the outcome it would have had on its own. A store that cannot be
+        reached (a PostgreSQL outage longer than its reconnect time) is not the files'
+        fault: they stay claimed in ``.work/`` and the error propagates, so the caller
+        tries them again when the store is back (recording them is idempotent).
+
+        Raises:
+            StoreError: the store is away; nothing was recorded or moved.
         """
         try:
             verdicts = self._commit(files)
+        except StoreError as exc:
+            if not isinstance(exc, StoreFull):
+                raise
+            return self._record_alone(files, exc)
         except BideError as exc:
-            if len(files) == 1:  # as a file alone always was: rejected with the reason
-                return {files[0].name: self._settle(files[0].name, str(exc))}
-            return {k: v for f in files for k, v in self._record_all([f]).items()}
+            return self._record_alone(files, exc)
         out: dict[str, FileResult | None] = {}
         for f in files:
             verdict = verdicts[f.name]
@@ -349,6 +357,11 @@ class Inbox:
                 f.name, True, "duplicate of a recorded decision" if again else
                 f"recorded {decision}", req.approval_id, req.run_id, again))
         return out
+
+    def _record_alone(self, files: list[_Read], exc: BideError) -> dict[str, FileResult | None]:
+        if len(files) == 1:  # as a file alone always was: rejected with the reason
+            return {files[0].name: self._settle(files[0].name, str(exc))}
+        return {k: v for f in files for k, v in self._record_all([f]).items()}
 
     def _commit(self, files: list[_Read]) -> dict[str, Verdict]:
         """Record the decisions of ``files`` in one commit: each one's verdict, by name.

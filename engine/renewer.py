@@ -4,19 +4,34 @@ A thread per run cost more than the run itself when a watcher resumes a burst of
 short runs: starting it waits for it to be scheduled (~1.5 ms under the GIL, more
 under load), twice the rest of a resume. Leases are renewed every third of their
 time to live, so one thread keeps hundreds of runs leased; a renewal the store
-refuses (the lease was taken over) or that fails (the store is closing) ends that
-run's renewals, as its own thread used to end.
+refuses (the lease was taken over) ends that run's renewals, as its own thread used
+to end.
+
+A renewal that raises ``StoreError`` (the server is away longer than the store's
+reconnect time) is tried again, backing off up to the renewal interval, for as long as the run's
+worker goes on: giving up left a long-running worker without a lease after a
+PostgreSQL outage, so another watcher took the run over needlessly. The renewer says
+so once per outage (``logging``, logger ``bide.renewer``) and once when renewals
+succeed again. A worker whose lease was taken over meanwhile learns it at its next
+commit: the fencing token refuses it (``StaleLease``). Any other exception (a bug, a
+store object torn down) ends that run's renewals, as before.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .errors import StoreError
+
 Renew = Callable[[], bool]  # renew once; False when the lease is no longer ours
+FIRST_RETRY = 0.05  # seconds before a failed renewal is tried again; doubles up to the interval
+
+log = logging.getLogger("bide.renewer")
 
 
 @dataclass(order=True)
@@ -31,6 +46,7 @@ class _Lease:
     renew: Renew
     interval: float
     ended: bool = False
+    retry: float = 0.0  # the wait before the next try after a failure (0: none failed)
 
 
 class Renewer:
@@ -42,6 +58,7 @@ class Renewer:
         self._heap: list[_Due] = []
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
+        self._failing = False  # in an outage: said once, until a renewal succeeds
 
     def add(self, renew: Renew, interval: float) -> Callable[[], None]:
         """Start renewing; returns the function that stops it (idempotent)."""
@@ -76,12 +93,31 @@ class Renewer:
                 continue
             try:
                 ok = lease.renew()
-            except Exception:  # the store is closing or failed; the next commit will say so
-                ok = False
-            if ok and not lease.ended:
-                with self._cond:
-                    heapq.heappush(self._heap, _Due(self._clock() + lease.interval,
-                                                    next(self._order), lease))
+            except StoreError as exc:  # the store is away (an outage): try again, backing off
+                self._failed(lease, exc)
+                continue
+            except Exception:  # not an outage: the next commit will say what is wrong
+                continue
+            lease.retry = 0.0
+            if ok and self._failing:
+                self._failing = False
+                log.warning("lease renewals succeed again")
+            if ok:
+                self._again(lease, lease.interval)
+
+    def _failed(self, lease: _Lease, exc: Exception) -> None:
+        if not self._failing:
+            self._failing = True
+            log.warning("lease renewals failing (%s: %s); trying again until the store is back",
+                        type(exc).__name__, exc)
+        lease.retry = min(lease.interval, max(FIRST_RETRY, lease.retry * 2))
+        self._again(lease, lease.retry)
+
+    def _again(self, lease: _Lease, after: float) -> None:
+        if lease.ended:
+            return
+        with self._cond:
+            heapq.heappush(self._heap, _Due(self._clock() + after, next(self._order), lease))
 
 
 _renewer: Renewer | None = None

@@ -70,6 +70,11 @@ class Surface:
 
         Raises:
             UnknownRun: at once, as ``get`` does. FollowTimeout: see ``timeout``.
+            StoreError: the store could not be read (a PostgreSQL server away longer
+                than the store's reconnect time). Deliberately not retried here: how
+                long an outage may last is the caller's call (a script may prefer to
+                fail); follow again with ``since=`` the last event's seq, with no gap
+                and no repeat, as ``bide log --follow`` and ``bide serve`` do.
         """
         return following.follow(self._engine().store, run_id, since=since,
                              through_pauses=through_pauses, timeout=timeout,

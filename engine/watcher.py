@@ -177,6 +177,8 @@ class Watcher:
     # -- the inbox loop -------------------------------------------------------------
     def _tick(self) -> None:
         """Record what landed in the inbox; offer the workers every run that can go on."""
+        if self.stop.is_set():  # stopping: files wait for the next watcher
+            return
         self.engine.store.reader_check()
         try:
             self._take_files()
@@ -282,7 +284,13 @@ class Watcher:
         self.dispatcher.start()
         self.schedules.start()
         if self._changes is not None:  # LISTEN first, then the waker's first rescan
-            self._waker = Waker(self.engine, self._changes(self.stop), self.dispatcher.offer,
+            try:
+                changes = self._changes(self.stop)
+            except StoreError:
+                if self.stop.is_set():  # stopped while connecting in an outage: a stop as any
+                    return
+                raise
+            self._waker = Waker(self.engine, changes, self.dispatcher.offer,
                                 stop=self.stop, rescan=self.rescan, log=self.log)
             self._waker.start()
 

@@ -188,3 +188,47 @@ def test_the_serve_run_stream_follows_on_after_the_server_was_away(pg_cluster, p
         reading.join(DEADLINE)
         store.close()
     assert not reading.is_alive()
+
+
+def test_a_watcher_stopped_while_its_waker_connects_in_an_outage_stops_quietly(
+        tmp_path, pg_cluster, pg_url, monkeypatch):
+    """A stop (SIGTERM) while the waker's LISTEN connection was still being made in an
+    outage once ended ``bide watch`` with "cannot listen for wake-ups: the server is
+    unreachable" (exit 1); a stop during an outage is a stop like any: quiet."""
+    lines: list[str] = []
+    with bide.open(pg_url, local=tmp_path, durability="durable") as eng:
+        eng.register(*wake_app.flows)
+        watcher = bide.Watcher(eng, rescan=3600, workers=1, log=lines.append)
+        real, connecting = watcher._changes, threading.Event()
+        assert real is not None
+
+        def listened_in_an_outage(stop: threading.Event):
+            pg_cluster.stop("immediate")
+            try:
+                connecting.set()
+                return real(stop)  # retries until the server is back, or the stop
+            finally:
+                pg_cluster.start()
+
+        monkeypatch.setattr(watcher, "_changes", listened_in_an_outage)
+        failure: list[BaseException] = []
+
+        def serve() -> None:
+            try:
+                watcher.serve()
+            except BaseException as exc:  # the test asserts on it
+                failure.append(exc)
+
+        serving = threading.Thread(target=serve, name="test-watcher", daemon=True)
+        serving.start()
+        try:
+            assert connecting.wait(DEADLINE)
+            time.sleep(0.3)  # a few connection attempts fail meanwhile
+        finally:
+            watcher.stop.set()  # what SIGTERM does
+            serving.join(DEADLINE)
+        assert not serving.is_alive()
+    assert failure == [], failure
+    # (the schedules thread may say it waits for the server: it does, while it is away)
+    assert not [line for line in lines if FAILED.search(line) or "cannot listen" in line
+                or line.startswith("inbox: cannot")], lines

@@ -72,3 +72,31 @@ def test_a_run_longer_than_its_lease_keeps_it_and_no_thread_per_run(tmp_path):
             token, expires = r.lease_expiry("r")
         assert token == 1 and expires > eng.get("r").head.lease_expires  # renewed
     assert seen == [["bide-lease-renewer"]]
+
+
+def test_a_renewal_failing_with_a_store_error_is_tried_again_and_said_once(caplog):
+    """A store outage (StoreError) does not end the lease's renewals: they go on,
+    backing off, and the renewer says so once per outage and once when it is over."""
+    from bide.engine.errors import StoreError
+
+    calls, away = {"n": 0}, threading.Event()
+    away.set()
+
+    def renew() -> bool:
+        calls["n"] += 1
+        if away.is_set():
+            raise StoreError("cannot reach PostgreSQL")
+        return True
+
+    r = Renewer(time.monotonic, name="test-renewer")
+    with caplog.at_level("WARNING", logger="bide.renewer"):
+        end = r.add(renew, 0.05)
+        try:
+            assert wait_for(lambda: calls["n"] >= 4, 10)  # tried again and again
+            away.clear()
+            seen = calls["n"]
+            assert wait_for(lambda: calls["n"] >= seen + 3, 10)  # and renewed after
+        finally:
+            end()
+    said = [rec.getMessage() for rec in caplog.records if rec.name == "bide.renewer"]
+    assert len(said) == 2 and "failing" in said[0] and "succeed again" in said[1], said
