@@ -260,7 +260,7 @@ def _open_env(key: str, durability: str, map_size: int, *,
                                  readonly=True, lock=False, readahead=False)
             return lmdb.open(
                 key, map_size=map_size, subdir=True, max_dbs=MAX_DBS, sync=sync,
-                metasync=sync, readahead=False, max_readers=256, mode=PRIVATE_FILE,
+                metasync=False, readahead=False, max_readers=256, mode=PRIVATE_FILE,
             )
         except lmdb.MapResizedError:
             continue  # the other process grew the map between our two steps; read it again
@@ -288,7 +288,8 @@ def _open_dbs(env: lmdb.Environment, *, readonly: bool) -> dict[str, Any]:
             with env.begin(write=True) as txn:
                 dbs = existing_dbs(env, txn, write=True)  # an older layout's too, until moved
                 dbs.update({name: env.open_db(name.encode(), txn=txn) for name in NAMED})
-                return dbs
+            env.sync(True)  # the meta page is not flushed by the commit (``LMDBStore._flush``)
+            return dbs
         except lmdb.MapResizedError:
             env.set_mapsize(0)  # no other transaction of ours exists on this new env
 
@@ -582,7 +583,8 @@ class LMDBStore(Observed):
         self._broken: str | None = None
         handle = _acquire_env(self.path, durability, map_size)
         self.env, self.dbs, self._write_lock = handle.env, handle.dbs, handle.write_lock
-        self._commits = GroupCommit(self._run_batch, str(self.path))
+        self._durable = self._flush if durability == "durable" else None
+        self._commits = GroupCommit(self._run_batch, str(self.path), self._durable)
         self.batches = 0  # write transactions committed by this object (each one or more callers)
         self.readonly = handle.readonly
         self._closed = False
@@ -810,7 +812,7 @@ class LMDBStore(Observed):
         """
         self._guard(write=True)
         if _gate.holding():
-            return run_alone(self._run_batch, body)
+            return run_alone(self._run_batch, body, self._durable)
         return self._commits.submit(body)
 
     def _run_batch(self, batch: Batch) -> None:
@@ -844,6 +846,30 @@ class LMDBStore(Observed):
         for request in batch:  # lmdb.Error never escapes the store
             if isinstance(request.exc, lmdb.Error):
                 request.fail(self._translated(request.exc))
+
+    def _flush(self, batch: Batch) -> None:
+        """Make a committed batch durable: flush the meta page its commit wrote.
+
+        The environment is opened with ``metasync=False``: a commit flushes its data
+        pages, then writes the meta page that publishes them without waiting for it
+        (LMDB keeps the store whole either way; a power cut may lose only that last
+        commit). Its callers return only once this flush is done, and the group commit
+        lets the next batch take the writer lock meanwhile: the next batch builds
+        while this one flushes. A failed flush fails every caller (their records are
+        committed, but not known durable) and stops this store's writes.
+        """
+        if not any(request.exc is None for request in batch):
+            return  # every request was refused: nothing was committed
+        try:
+            with _gate.shared():
+                self.env.sync(True)
+        except lmdb.Error as exc:
+            self._broken = f"the store at {self.path} failed to flush a commit ({exc}); " \
+                           "the engine refuses further writes; reopen it to recover"
+            for request in batch:
+                error = DurabilityLost(self._broken, path=self.path)
+                error.__cause__ = exc
+                request.fail(error)
 
     def _translated(self, exc: lmdb.Error) -> StoreError:
         """The bide error for an LMDB error (a new object each time: one per caller)."""
