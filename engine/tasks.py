@@ -119,6 +119,9 @@ class _Alone(_Countdown):
         return True
 
 
+_ALONE = _Alone()  # it keeps no state: one serves every chain superstep
+
+
 def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
     """Run a superstep's tasks; results in the given order.
 
@@ -129,11 +132,12 @@ def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
     """
     if not tasks:
         return []
-    if any(scope.flow.nodes[t.node].is_async for t in tasks):
+    nodes = scope.flow.nodes
+    if len(tasks) == 1 and not nodes[tasks[0].node].is_async:  # a chain's superstep
+        return [_run_sync(scope, _ALONE, tasks[0])]
+    if any(nodes[t.node].is_async for t in tasks):
         left = _Countdown(len(tasks), backlog=_backlog(scope, tasks))
         return run_coroutine(lambda: _gather(scope, left, tasks))
-    if len(tasks) == 1:
-        return [_run_sync(scope, _Alone(), tasks[0])]
     counts = _counts(tasks)  # once a superstep (it was counted twice)
     left = _Countdown(len(tasks), backlog=_backlog(scope, tasks, counts))
     workers = sum(min(n, scope.flow.nodes[name].concurrency) for name, n in counts.items())

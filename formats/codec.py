@@ -12,7 +12,7 @@ from .envelope import SHORT_CODES, frame, frame_index, unframe, unframe_index
 from .errors import CorruptIndex, CorruptRecord, NewerSchema, NotSerializable, UnknownRecordType
 from .migrations import upgrade
 from .records import RECORD_TYPES, Record
-from .values import ext_hook, to_wire
+from .values import PLAIN, ext_hook, to_wire
 
 _encoder = msgspec.msgpack.Encoder()
 _raw = msgspec.msgpack.Decoder(ext_hook=ext_hook)
@@ -32,10 +32,27 @@ def _wire_fields(struct: msgspec.Struct, names: Iterable[str]) -> dict[str, Any]
     changes = {}
     for name in names:
         value = getattr(struct, name)
+        if type(value) in PLAIN:  # None, a str...: msgpack's own, as it is
+            continue
         wire = to_wire(value)
         if wire is not value:
             changes[name] = wire
     return changes
+
+
+def _wire_ops(ops: list[Any]) -> list[Any]:
+    """``ops`` (``(key, kind, value)``) with values in wire form: ``ops`` itself when
+    none changes (a step's appends of strings), not a copy made for the encoder."""
+    out = None
+    for i, (key, kind, value) in enumerate(ops):
+        if type(value) in PLAIN:
+            continue
+        wire = to_wire(value)
+        if wire is not value:
+            if out is None:
+                out = list(ops)
+            out[i] = (key, kind, wire)
+    return ops if out is None else out
 
 
 def _wire_record(record: Record) -> Record:
@@ -44,7 +61,9 @@ def _wire_record(record: Record) -> Record:
     for name in record.OP_FIELDS:
         ops = getattr(record, name)
         if ops:
-            changes[name] = [(key, kind, to_wire(value)) for key, kind, value in ops]
+            wired = _wire_ops(ops)
+            if wired is not ops:
+                changes[name] = wired
     return msgspec.structs.replace(record, **changes) if changes else record
 
 
