@@ -191,7 +191,7 @@ class Flow:
         done = set(completed)
         triggered: set[str] = set()
         sends: list[tuple[str, dict[str, Any]]] = []
-        for name in dict.fromkeys(completed):
+        for name in completed if len(completed) == 1 else dict.fromkeys(completed):
             if name in self.routes:
                 names, sent = self._routed(name, self.routes[name](state))
                 triggered.update(names)

@@ -68,7 +68,7 @@ def apply_op(state: dict[str, Any], op: Op, owned: set[str] | None = None) -> No
         if owned is not None and key in owned:
             state[key].extend(value)
         else:
-            state[key] = list(state.get(key) or []) + list(value)
+            state[key] = [*(state.get(key) or ()), *value]  # one new list, copied once
             if owned is not None:
                 owned.add(key)
     elif kind == "merge":

@@ -41,7 +41,7 @@ SIBLING_BOUND = 0.02  # seconds a finished task's output waits for its siblings 
 _NOT_RETRIED = (Nondeterminism, StateNotSerializable, StaleLease)
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskResult:
     task: str
     node: str

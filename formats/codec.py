@@ -67,16 +67,17 @@ def _wire_record(record: Record) -> Record:
     return msgspec.structs.replace(record, **changes) if changes else record
 
 
-_defaults_of: dict[type, tuple[Any, ...]] = {}
+_defaults_of: dict[type, tuple[tuple[Any, type], ...]] = {}
 
 
-def _defaults(cls: type[Record]) -> tuple[Any, ...]:
-    """The default of each field of an array-like record, in order (NODEFAULT: required)."""
+def _defaults(cls: type[Record]) -> tuple[tuple[Any, type], ...]:
+    """The default of each field of an array-like record and its type, in order
+    (NODEFAULT: required; no value equals it)."""
     found = _defaults_of.get(cls)
     if found is None:
-        found = _defaults_of[cls] = tuple(
-            f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default
-            for f in msgspec.structs.fields(cls))
+        values = [f.default_factory() if f.default_factory is not msgspec.NODEFAULT
+                  else f.default for f in msgspec.structs.fields(cls)]
+        found = _defaults_of[cls] = tuple((v, type(v)) for v in values)
     return found
 
 
@@ -87,14 +88,17 @@ def _row(record: Record) -> tuple[Any, ...]:
     defaults = _defaults(type(record))
     n = len(row)
     while n:
-        value, default = row[n - 1], defaults[n - 1]
+        value = row[n - 1]
+        default, kind = defaults[n - 1]
         # equal and of the same type (0 == 0.0 == False would drop a set value); a word
         # may be a str enum member (Status.RUNNING)
-        if default is msgspec.NODEFAULT or value != default or \
-                (type(value) is not type(default) and not isinstance(value, str)):
+        if value != default or (type(value) is not kind and not isinstance(value, str)):
             break
         n -= 1
     return row[:n]
+
+
+_is_short: dict[type, bool] = {}  # per record class: written in a short frame
 
 
 def encode(record: Record) -> bytes:
@@ -103,7 +107,9 @@ def encode(record: Record) -> bytes:
     Raises:
         NotSerializable: a field holds a value bide does not keep.
     """
-    short = (record.TYPE, record.VERSION) in SHORT_CODES
+    short = _is_short.get(type(record))
+    if short is None:
+        short = _is_short[type(record)] = (record.TYPE, record.VERSION) in SHORT_CODES
     try:
         wire = _wire_record(record)
         body = _encoder.encode(_row(wire) if short else wire)
@@ -194,6 +200,9 @@ def _sets_sorted(value: Any) -> Any:
     return value
 
 
+_WORDLESS = PLAIN | {list, dict}  # field types that are never an enum member
+
+
 def _plain_words(struct: Any) -> Any:
     """The struct with str-valued enum members in its fields (an engine's ``Status.DONE``)
     as the plain strings they stand for: an index value stores words, not Python types
@@ -203,12 +212,33 @@ def _plain_words(struct: Any) -> Any:
     return msgspec.structs.replace(struct, **words) if words else struct
 
 
+def _wire_struct(struct: Any) -> Any:
+    """An index struct with words for enum members and user values in wire form.
+
+    Several are written per commit: a struct whose fields are all msgpack's own
+    scalars, lists and dicts is looked at once, at C speed (``_plain_words`` and
+    ``to_wire`` walk the fields of the others, and ``to_wire`` every list and dict).
+    """
+    values = msgspec.structs.astuple(struct)
+    kinds = set(map(type, values))
+    if PLAIN.issuperset(kinds):  # no enum, nothing ``to_wire`` would change
+        return struct
+    if not _WORDLESS.issuperset(kinds):  # an enum member, a kept type...
+        struct = _plain_words(struct)
+        values = msgspec.structs.astuple(struct)
+    changes = {}
+    for name, value in zip(struct.__struct_fields__, values, strict=True):
+        if type(value) not in PLAIN:
+            wire = to_wire(value)
+            if wire is not value:
+                changes[name] = wire
+    return msgspec.structs.replace(struct, **changes) if changes else struct
+
+
 def pack_value(value: Any) -> bytes:
     """A derived index value (a struct or list): kept types faithfully, and a checksum."""
     if isinstance(value, msgspec.Struct):
-        value = _plain_words(value)
-        changes = _wire_fields(value, value.__struct_fields__)
-        value = msgspec.structs.replace(value, **changes) if changes else value
+        value = _wire_struct(value)
     else:
         value = to_wire(value)
     return frame_index(_encoder.encode(value))
