@@ -12,7 +12,9 @@ from .envelope import SHORT_CODES, frame, frame_index, unframe, unframe_index
 from .errors import CorruptIndex, CorruptRecord, NewerSchema, NotSerializable, UnknownRecordType
 from .migrations import upgrade
 from .records import RECORD_TYPES, Record
-from .values import PLAIN, ext_hook, to_wire
+from .values import ext_hook, to_wire
+
+_PLAIN = frozenset({str, int, float, bool, type(None), bytes})  # to_wire leaves them as they are
 
 _encoder = msgspec.msgpack.Encoder()
 _raw = msgspec.msgpack.Decoder(ext_hook=ext_hook)
@@ -32,7 +34,7 @@ def _wire_fields(struct: msgspec.Struct, names: Iterable[str]) -> dict[str, Any]
     changes = {}
     for name in names:
         value = getattr(struct, name)
-        if type(value) in PLAIN:  # None, a str...: msgpack's own, as it is
+        if type(value) in _PLAIN:  # None, a str...: msgpack's own, as it is
             continue
         wire = to_wire(value)
         if wire is not value:
@@ -45,7 +47,7 @@ def _wire_ops(ops: list[Any]) -> list[Any]:
     none changes (a step's appends of strings), not a copy made for the encoder."""
     out = None
     for i, (key, kind, value) in enumerate(ops):
-        if type(value) in PLAIN:
+        if type(value) in _PLAIN:
             continue
         wire = to_wire(value)
         if wire is not value:
@@ -200,9 +202,6 @@ def _sets_sorted(value: Any) -> Any:
     return value
 
 
-_WORDLESS = PLAIN | {list, dict}  # field types that are never an enum member
-
-
 def _plain_words(struct: Any) -> Any:
     """The struct with str-valued enum members in its fields (an engine's ``Status.DONE``)
     as the plain strings they stand for: an index value stores words, not Python types
@@ -212,33 +211,12 @@ def _plain_words(struct: Any) -> Any:
     return msgspec.structs.replace(struct, **words) if words else struct
 
 
-def _wire_struct(struct: Any) -> Any:
-    """An index struct with words for enum members and user values in wire form.
-
-    Several are written per commit: a struct whose fields are all msgpack's own
-    scalars, lists and dicts is looked at once, at C speed (``_plain_words`` and
-    ``to_wire`` walk the fields of the others, and ``to_wire`` every list and dict).
-    """
-    values = msgspec.structs.astuple(struct)
-    kinds = set(map(type, values))
-    if PLAIN.issuperset(kinds):  # no enum, nothing ``to_wire`` would change
-        return struct
-    if not _WORDLESS.issuperset(kinds):  # an enum member, a kept type...
-        struct = _plain_words(struct)
-        values = msgspec.structs.astuple(struct)
-    changes = {}
-    for name, value in zip(struct.__struct_fields__, values, strict=True):
-        if type(value) not in PLAIN:
-            wire = to_wire(value)
-            if wire is not value:
-                changes[name] = wire
-    return msgspec.structs.replace(struct, **changes) if changes else struct
-
-
 def pack_value(value: Any) -> bytes:
     """A derived index value (a struct or list): kept types faithfully, and a checksum."""
     if isinstance(value, msgspec.Struct):
-        value = _wire_struct(value)
+        value = _plain_words(value)
+        changes = _wire_fields(value, value.__struct_fields__)
+        value = msgspec.structs.replace(value, **changes) if changes else value
     else:
         value = to_wire(value)
     return frame_index(_encoder.encode(value))

@@ -34,7 +34,6 @@ Ext = msgspec.msgpack.Ext
 TUPLE, SET, FROZENSET, DATETIME, DATE, TIME, TIMEDELTA, DECIMAL, UUID = range(1, 10)
 
 _SCALARS = frozenset({str, int, float, bool, type(None), bytes})
-PLAIN = _SCALARS  # types ``to_wire`` returns as they are: a caller may skip the call
 _KEY_SCALARS = _SCALARS
 _STR = frozenset({str})
 _body = msgspec.msgpack.Encoder()
