@@ -20,6 +20,7 @@ import pytest
 from bide.bench.memory import run_in_memory
 from bide.bench.workloads import Workload
 from bide.engine import maintenance, tasks
+from bide.engine import store as store_module
 from bide.formats import Checkpoint, decode, encode
 from bide.formats import codec as codec_module
 
@@ -67,7 +68,13 @@ def _calls_per_superstep(home: Path, steps: tuple[int, int]) -> collections.Coun
     return counts[1] - counts[0]
 
 
-def test_a_chain_superstep_stays_within_its_python_calls(tmp_path):
+@pytest.fixture
+def unobserved(monkeypatch):
+    """No process-wide commit observer (one another test left would be told each commit)."""
+    monkeypatch.setattr(store_module, "_everywhere", [])
+
+
+def test_a_chain_superstep_stays_within_its_python_calls(tmp_path, unobserved):
     """106 Python calls a superstep in these modules before STEPHOT's cuts, 66 after."""
     short, long = 20, 60
     diff = _calls_per_superstep(tmp_path / "home", (short, long))
@@ -76,7 +83,7 @@ def test_a_chain_superstep_stays_within_its_python_calls(tmp_path):
     assert per_step <= CHAIN_CALLS, f"{per_step:g} calls a superstep (most: {top})"
 
 
-def test_a_chain_superstep_wires_no_plain_value_twice(tmp_path):
+def test_a_chain_superstep_wires_no_plain_value_twice(tmp_path, unobserved):
     """Encoding a delta of strings and ints asked ``to_wire`` of every field and op
     (None included) and copied the ops; fields of msgpack's own types skip it."""
     diff = _calls_per_superstep(tmp_path / "home", (10, 30))
