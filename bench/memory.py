@@ -1,8 +1,8 @@
 """The no-persistence baseline: a flow's nodes and reducers run in memory.
 
 Same supersteps as the engine (``Flow.successors``), same folding
-(``state.fold``), same concurrency (one node inline, several in a thread pool kept for the
-run, as the engine keeps one per run),
+(``state.fold``), same concurrency (one node inline; of several, the last inline and the
+others in a thread pool kept for the run, as the engine keeps one per run),
 no store, no serializability checks, tools called directly. The difference
 between this and ``Engine.start`` is what durability costs.
 """
@@ -70,8 +70,10 @@ def _run(flow: Flow, state: dict[str, Any], run_id: str, pool: ThreadPoolExecuto
 
         if len(names) == 1:
             updates = [call(names[0])]
-        else:
-            updates = list(pool.map(call, names))
+        else:  # as the engine: the others in the pool, the last in this thread
+            futures = [pool.submit(call, name) for name in names[:-1]]
+            mine = call(names[-1])
+            updates = [f.result() for f in futures] + [mine]
         writes = [(n, _ops(flow, u)) for n, u in zip(names, updates, strict=True)]
         state, _ = fold(flow, state, writes)
         names, _ = flow.successors(names, state, seen)  # a baseline of static flows: no Sends

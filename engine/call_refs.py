@@ -66,6 +66,12 @@ def shorten(ops: Iterable[Op], superstep: int) -> list[Op]:
     """References to calls of the superstep before a checkpoint's (``superstep``) as
     ``[index, "node:fan-out"]``: the superstep number is the checkpoint's, less one.
     The order tells the forms apart (a full one is ``[task, index]``)."""
+    ops = list(ops)
+    for op in ops:
+        if op[1] == CALL:
+            break
+    else:  # no reference (most supersteps): nothing to shorten
+        return ops
     prefix = f"{superstep - 1}:"
     out = []
     for op in ops:

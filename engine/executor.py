@@ -96,11 +96,13 @@ class Execution:
         self.committed: list[str] = []
         self.last_committed: list[str] = []
         self.steps_since_cp = 0
-        self.labels: dict[str, str] = {}  # task id -> how errors name it (search[3])
+        self.labels: dict[str, str] = {}  # Send task id -> how errors name it (search[3])
         self.held = HeldOutcomes(self._fenced, name=run_id)
+        self._fence = (run_id, token)
         self.callers: set[str] = set()  # nodes seen calling a tool in this worker
         self.threads = TaskThreads(run_id)  # parallel sync tasks' threads, kept while leased
         self.trace: RunSpan | None = None  # engine/tracing.py: this worker's run span
+        self._run_scope: StepScope | None = None  # made at the first superstep (flows set)
         self.step_trace: StepSpan | None = None
 
     def commit(self, records: Sequence[Record], task: str | None = None) -> list[int]:
@@ -108,7 +110,7 @@ class Execution:
         return self.held.carry(records, task)
 
     def _fenced(self, records: Sequence[Record]) -> list[int]:
-        return self.store.commit(records, fence=(self.run_id, self.token))
+        return self.store.commit(records, fence=self._fence)
 
     # -- the loop ----------------------------------------------------------
     def run(self) -> None:
@@ -116,6 +118,10 @@ class Execution:
             while self.next or self.sends:
                 if self._stop_requested():
                     return
+                if self.trace is None:  # no span: no context manager entered per superstep
+                    if self._settle(self._results(self._tasks())):
+                        return
+                    continue
                 with self._traced_step():
                     if self._settle(self._results(self._tasks())):
                         return
@@ -177,21 +183,26 @@ class Execution:
 
     def _scope(self) -> StepScope:
         """What this superstep's tasks and their ctx may use of the run (read-only)."""
-        return StepScope(store=self.store, flow=self.flow, policy=self.policy,
-                         run_id=self.run_id, token=self.token, superstep=self.superstep,
-                         version=self.version, state=self.state, clock=self.clock,
-                         held=self.held, flows=self.flows, trace=self.step_trace,
-                         threads=self.threads)
+        base = self._run_scope
+        if base is None:  # what stays the same while this worker holds the run
+            base = self._run_scope = StepScope(
+                store=self.store, flow=self.flow, policy=self.policy, run_id=self.run_id,
+                token=self.token, superstep=self.superstep, version=self.version,
+                state=self.state, clock=self.clock, held=self.held, flows=self.flows,
+                threads=self.threads)
+        return base.at(self.superstep, self.version, self.state, self.step_trace)
 
     def _tasks(self) -> list[Task]:
         tasks = plan_tasks(self.superstep, self.next, self.sends)
-        self.labels = {t.id: t.label for t in tasks}
+        # a label differs from the node's name only for a Send task (after the names)
+        self.labels = {t.id: t.label for t in tasks[len(self.next):]} if self.sends else {}
         return tasks
 
     def _settle(self, results: list[TaskResult]) -> bool:
         """Commit, fold and checkpoint a superstep's results; True if the run stops here."""
-        self._commit_deferred(results, keep=self._checkpoint_follows(results))
-        if self._stopped_by(results):
+        ok = _all_ok(results)
+        self._commit_deferred(results, keep=self._checkpoint_follows(ok))
+        if not ok and self._stopped_by(results):
             return True
         try:
             self._fold(results)
@@ -207,6 +218,8 @@ class Execution:
         return False
 
     def _results(self, tasks: list[Task]) -> list[TaskResult]:
+        if not self.found and not self.waits:  # nothing of this superstep ran before
+            return run_tasks(self._scope(), tasks)
         done, todo = self._found(tasks)
         return self._ordered(tasks, done, run_tasks(self._scope(), todo))
 
@@ -230,16 +243,15 @@ class Execution:
             done[r.task] = r
         return [done[task.id] for task in tasks]
 
-    def _checkpoint_follows(self, results: list[TaskResult]) -> bool:
+    def _checkpoint_follows(self, ok: bool) -> bool:
         """Will this superstep fold and commit a checkpoint at once (if nothing fails)?
 
-        Only then may the last task's output ride in the checkpoint; ``next`` is not
+        ``ok``: every task returned an update. Only then may the last task's output
+        ride in the checkpoint; ``next`` is not
         known before folding, so a final (DONE) checkpoint under "exit" or every-N
         commits the output on its own: a pending write is never wrong, only larger.
         """
-        if any(r.kind != "ok" for r in results):
-            return False
-        return self.policy.due(self.steps_since_cp + 1)
+        return ok and self.policy.due(self.steps_since_cp + 1)
 
     def _commit_deferred(self, results: list[TaskResult], keep: bool) -> None:
         """Outputs not yet committed: keep them for the checkpoint, or commit them at once.
@@ -248,8 +260,8 @@ class Execution:
         so they ride in it only if they are adjacent in task order (replay order
         is task order); else they are committed together as pending writes.
         """
-        if not self.policy.pending_writes:
-            return
+        if not self.policy.pending_writes or (keep and len(results) == 1):
+            return  # (one output, or none, is adjacent to itself)
         todo = [i for i, r in enumerate(results) if r.kind == "ok" and r.seq is None]
         if not todo or (keep and todo[-1] - todo[0] == len(todo) - 1):
             return
@@ -332,12 +344,14 @@ class Execution:
 
     def _fold(self, results: list[TaskResult]) -> None:
         """Fold a finished superstep; assigns nothing unless reducers and routes all succeed."""
-        writes = [(self.labels.get(r.task, r.node), r.ops) for r in results]
+        labels = self.labels
+        writes = [(labels.get(r.task, r.node) if labels else r.node, r.ops) for r in results]
         state, custom = fold(self.flow, self.state, writes)
         names = [r.node for r in results]
         holders = self.held.take_holders()
-        self.callers.update(r.node for r in results if r.task in holders)
-        seen = {k: dict(v) for k, v in self.seen.items()}
+        if holders:
+            self.callers.update(r.node for r in results if r.task in holders)
+        seen = {k: dict(v) for k, v in self.seen.items()} if self.seen else {}
         self.next, self.sends = self.flow.successors(names, state, seen)
         self.sends_at = -1  # a new plan: the next checkpoint stores it
         self.state, self.seen = state, seen
@@ -348,11 +362,15 @@ class Execution:
                 else:  # outputs committed with this checkpoint (adjacent: one marker)
                     if DEFERRED not in self.absorbed:
                         self.absorbed.append(DEFERRED)
-                    self.deferred.extend(refer(r.ops, r.task, r.calls))
+                    self.deferred.extend(refer(r.ops, r.task, r.calls) if r.calls else r.ops)
         else:
             self.inline.extend(op for _, ops in writes for op in ops if op[1] != "custom")
-        self.inline.extend(custom)
-        self.committed.extend(n for n in names if n not in self.committed)
+        if custom:
+            self.inline.extend(custom)
+        committed = self.committed
+        for n in names:
+            if n not in committed:
+                committed.append(n)
         self.version += 1
         self.superstep += 1
         self.steps_since_cp += 1
@@ -410,7 +428,8 @@ class Execution:
         crash in that one commit lost two supersteps and left the outcome unknown for
         the whole next step. Committed now, redo stays within one superstep.
         """
-        if cp.status != Status.RUNNING or cp.full or self.sends or len(records) != 1:
+        if not self.callers or cp.status != Status.RUNNING or cp.full or self.sends \
+                or len(records) != 1:
             return False
         if not self.next or not all(node in self.callers for node in self.next):
             return False
@@ -440,6 +459,14 @@ class Execution:
     def _renew_once(self) -> bool:
         """Extend the lease (by the process's renewer); False once it is no longer ours."""
         return self.store.renew_lease(self.run_id, self.token, self.clock() + self.lease_ttl)
+
+
+def _all_ok(results: list[TaskResult]) -> bool:
+    """Did every task return an update (none failed, paused or lost the lease)?"""
+    for r in results:
+        if r.kind != "ok":
+            return False
+    return True
 
 
 def deadline(pause: Any) -> float:

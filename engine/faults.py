@@ -18,7 +18,7 @@ FAULT_POINTS: dict[str, str] = {
     "during_map_growth": "the map is full and is about to be grown",
     "after_run_created": "the run and its first checkpoint are durable",
     "after_pending_write": "a task's output is durable, its superstep not yet folded",
-    "sibling_output_held": "a task finished with its siblings: its output waits for the checkpoint",
+    "sibling_output_held": "a task finished: its output is held for the checkpoint (alone if late)",
     "after_checkpoint": "a superstep's checkpoint is durable",
     "map_planned": "the checkpoint holding a map's Sends is durable, none of them has run",
     "map_task_started": "a Send task took its slot and is about to run its node",

@@ -6,7 +6,7 @@ import hashlib
 import inspect
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import FlowError
@@ -50,10 +50,11 @@ class Node:
     retries: int = 0
     retry_backoff: float = 0.0
     concurrency: int = DEFAULT_CONCURRENCY
+    # asked of every task each superstep: looked up once, not inspected each time
+    is_async: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.fn)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
 
 
 class Flow:
@@ -156,8 +157,10 @@ class Flow:
         Looked up, not scanned: walking every node each superstep made a superstep's
         Python grow with the flow (200 nodes of a fan-out flow: 200 checks a step).
         """
-        by_dep, position = self._index()[1:]
-        names = {n for dep in done for n in by_dep.get(dep, ())}
+        _, by_dep, position = self._index()
+        names = {n for dep in done if dep in by_dep for n in by_dep[dep]}
+        if not names:  # the nodes done lead on by their routes only (a loop's step)
+            return []
         return [self.nodes[n] for n in sorted(names, key=position.__getitem__)]
 
     def _index(self) -> tuple[int, dict[str, list[str]], dict[str, int]]:
@@ -188,7 +191,7 @@ class Flow:
         done = set(completed)
         triggered: set[str] = set()
         sends: list[tuple[str, dict[str, Any]]] = []
-        for name in dict.fromkeys(completed):
+        for name in completed if len(completed) == 1 else dict.fromkeys(completed):
             if name in self.routes:
                 names, sent = self._routed(name, self.routes[name](state))
                 triggered.update(names)
@@ -203,10 +206,14 @@ class Flow:
                 seen.pop(node.name, None)
             else:
                 seen[node.name] = {dep: 1 for dep in sorted(got)}
+        if len(triggered) == 1:  # a chain's next node (checked a node): nothing to sort
+            return list(triggered), sends
         return self.order(triggered), sends
 
     def _routed(self, src: str, target: Any
                 ) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
+        if type(target) is str and target in self.nodes:  # the common route: one node
+            return [target], []
         single = target is None or isinstance(target, (str, Send))
         targets = [target] if single else list(target)
         names: list[str] = []

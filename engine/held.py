@@ -39,6 +39,7 @@ _POLL_FOR = 0.05  # seconds the flusher polls after a hold before it sleeps unti
 _WAIT_LIMIT = 60.0  # a flush never takes this long; waiting longer is a bug, not a state
 
 Commit = Callable[[Sequence[Record]], list[int]]
+_NONE: frozenset[str] = frozenset()
 RUN = ""  # records held for the run's next commit, whichever task (or none) makes it
 
 
@@ -100,8 +101,10 @@ class HeldOutcomes:
         faults.point("checkpoint_held")
         return True
 
-    def take_holders(self) -> set[str]:
+    def take_holders(self) -> frozenset[str] | set[str]:
         """The tasks that held an outcome (called a tool) since the last call; forgets them."""
+        if not self._holders:  # no tool called: only this run's tasks add to it, and they ended
+            return _NONE
         with self._lock:
             holders, self._holders = self._holders, set()
         return holders
@@ -116,6 +119,8 @@ class HeldOutcomes:
         Returns the seqs of ``records`` only, in order. If the commit fails, the
         outcomes stay held for the next one.
         """
+        if not self._held and not self._busy:  # nothing held, no flush under way: alone
+            return self._commit(records) if records else []
         riders, taken = self._take(task)
         if not riders and not records:
             return []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..formats import check_serializable
 from ..formats.errors import NotSerializable
@@ -31,9 +31,12 @@ class Send:
     arg: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
-class Task:
-    """One task of a superstep: its id, its node, and its Send's ``arg`` (None: run state)."""
+class Task(NamedTuple):
+    """One task of a superstep: its id, its node, and its Send's ``arg`` (None: run state).
+
+    A named tuple, not a frozen dataclass: one is made per task per superstep, and
+    a frozen dataclass sets each field through ``object.__setattr__``.
+    """
 
     id: str
     node: str
@@ -73,6 +76,8 @@ def plan_tasks(superstep: int, names: list[str], sends: list[tuple[str, dict[str
     so every task id is unique and the same on every resume.
     """
     tasks = [Task(f"{superstep}:{name}:0", name) for name in names]
+    if not sends:
+        return tasks
     used = {name: 1 for name in names}
     for node, arg in sends:
         index = used.get(node, 0)

@@ -31,7 +31,7 @@ def to_ops(flow: Flow, node: str, update: Any) -> list[Op]:
     """
     if update is None:
         return []
-    if not isinstance(update, Mapping):
+    if type(update) is not dict and not isinstance(update, Mapping):  # (an ABC check is slow)
         raise TypeError(f"node {node!r} returned {type(update).__name__}; a node returns a "
                         "dict of state updates or None")
     ops: list[Op] = []
@@ -68,7 +68,7 @@ def apply_op(state: dict[str, Any], op: Op, owned: set[str] | None = None) -> No
         if owned is not None and key in owned:
             state[key].extend(value)
         else:
-            state[key] = list(state.get(key) or []) + list(value)
+            state[key] = [*(state.get(key) or ()), *value]  # one new list, copied once
             if owned is not None:
                 owned.add(key)
     elif kind == "merge":
@@ -87,13 +87,14 @@ def fold(
     Raises:
         ReducerConflict: two tasks set a key that has no reducer.
     """
-    setters: dict[str, str] = {}
-    for node, ops in writes:
-        for key, kind, _ in ops:
-            if kind == "set":
-                if key in setters and setters[key] != node:
-                    raise ReducerConflict(key, [setters[key], node], flow=flow.name)
-                setters[key] = node
+    if len(writes) > 1:  # one task's sets cannot conflict
+        setters: dict[str, str] = {}
+        for node, ops in writes:
+            for key, kind, _ in ops:
+                if kind == "set":
+                    if key in setters and setters[key] != node:
+                        raise ReducerConflict(key, [setters[key], node], flow=flow.name)
+                    setters[key] = node
     new = dict(state)
     custom: dict[str, Any] = {}
     owned: set[str] = set()  # lists copied once by this fold: a map's appends extend them
@@ -105,6 +106,8 @@ def fold(
                 custom[key] = new[key]
             else:
                 apply_op(new, op, owned)
+    if not custom:
+        return new, []
     custom_ops = [(k, "set", v) for k, v in custom.items()]
     for key, _, value in custom_ops:
         try:

@@ -39,6 +39,21 @@ class StepScope:
     trace: Any = None  # engine/tracing.py's StepSpan when the engine traces; else None
     threads: TaskThreads | None = None  # the run's task threads (None: a pool per superstep)
 
+    def at(self, superstep: int, version: int, state: Mapping[str, Any], trace: Any
+           ) -> StepScope:
+        """This run's scope for another superstep.
+
+        A copy of the fields, not ``__init__``: a scope is made every superstep,
+        and a frozen dataclass's ``__init__`` sets each of its thirteen fields
+        through ``object.__setattr__``.
+        """
+        scope = object.__new__(StepScope)
+        fields = scope.__dict__
+        fields.update(self.__dict__)
+        fields["superstep"], fields["version"], fields["state"] = superstep, version, state
+        fields["trace"] = trace
+        return scope
+
     def commit(self, records: Sequence[Record], *, task: str | None = None) -> list[int]:
         """Commit ``records`` unless another worker has taken the run's lease since.
 

@@ -96,7 +96,8 @@ class Observed:
         except StaleLease:
             self._notify(WriteEvent("commit", fence=fence, refused=True))
             raise
-        self._notify(WriteEvent("commit", tuple(seqs), fence))
+        if self._observers or _everywhere:  # (most commits have nobody to tell)
+            self._notify(WriteEvent("commit", tuple(seqs), fence))
         faults.point("after_commit")
         return seqs
 

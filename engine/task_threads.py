@@ -11,7 +11,7 @@ more threads than the pool has gets a larger pool.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -42,6 +42,13 @@ class TaskThreads:
         except BaseException:  # only then may a call still run: a full list means all ended
             concurrent.futures.wait(futures)
             raise
+
+    def start(self, fn: Callable[[T], object], items: Iterable[T], workers: int) -> None:
+        """Start ``fn`` over ``items`` on up to ``workers`` threads, not waiting for them
+        (engine/siblings.py waits its own way: one wake-up when the last call ends)."""
+        pool = self._with(workers)
+        for item in items:
+            pool.submit(fn, item)
 
     def _with(self, workers: int) -> ThreadPoolExecutor:
         if self._pool is None or workers > self._size:

@@ -31,6 +31,7 @@ from .context import NodeContext
 from .errors import Nondeterminism, Paused, StaleLease, StateNotSerializable, StoreError
 from .offload import off_loop, run_coroutine
 from .send import Task
+from .siblings import Siblings
 from .state import Op, to_ops
 from .step import StepScope
 from .task_threads import TaskThreads
@@ -41,7 +42,7 @@ SIBLING_BOUND = 0.02  # seconds a finished task's output waits for its siblings 
 _NOT_RETRIED = (Nondeterminism, StateNotSerializable, StaleLease)
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskResult:
     task: str
     node: str
@@ -92,6 +93,9 @@ class _Countdown:
                 self.all_done.wait(rest)
             return True
 
+    def hold(self, result: TaskResult) -> None:
+        """``result``'s output is held (the task itself waited for its siblings)."""
+
     def _count(self, task: str) -> bool:
         if task not in self.done:
             self.done.add(task)
@@ -119,6 +123,10 @@ class _Alone(_Countdown):
         return True
 
 
+_ALONE = _Alone()  # it keeps no state: one serves every chain superstep
+Left = _Countdown | Siblings[TaskResult]  # what counts a superstep's finished tasks
+
+
 def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
     """Run a superstep's tasks; results in the given order.
 
@@ -129,16 +137,18 @@ def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
     """
     if not tasks:
         return []
-    if any(scope.flow.nodes[t.node].is_async for t in tasks):
+    nodes = scope.flow.nodes
+    if len(tasks) == 1 and not nodes[tasks[0].node].is_async:  # a chain's superstep
+        return [_run_sync(scope, _ALONE, tasks[0])]
+    if any(nodes[t.node].is_async for t in tasks):
         left = _Countdown(len(tasks), backlog=_backlog(scope, tasks))
         return run_coroutine(lambda: _gather(scope, left, tasks))
-    if len(tasks) == 1:
-        return [_run_sync(scope, _Alone(), tasks[0])]
     counts = _counts(tasks)  # once a superstep (it was counted twice)
-    left = _Countdown(len(tasks), backlog=_backlog(scope, tasks, counts))
+    backlog = _backlog(scope, tasks, counts)
     workers = sum(min(n, scope.flow.nodes[name].concurrency) for name, n in counts.items())
-    if not left.backlog:  # every task has a thread at once: no slot to wait for
-        return _mapped(scope, lambda task: _run_sync(scope, left, task), tasks, workers)
+    if not any(n > 0 for n in backlog.values()):  # every task has a thread at once
+        return _watched(scope, tasks, workers)
+    left = _Countdown(len(tasks), backlog=backlog)
     slots = {name: threading.BoundedSemaphore(n) for name, n in _slots(scope, tasks).items()}
 
     def bounded(task: Task) -> TaskResult:
@@ -146,6 +156,37 @@ def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
             return _run_sync(scope, left, task)
 
     return _mapped(scope, bounded, tasks, workers)
+
+
+def _watched(scope: StepScope, tasks: list[Task], workers: int) -> list[TaskResult]:
+    """Sync tasks that all have a thread: held outputs watched by this thread
+    (engine/siblings.py), not by their own threads waiting for each other."""
+    left = Siblings[TaskResult](len(tasks), SIBLING_BOUND, _committer(scope))
+    threads = scope.threads if scope.threads is not None else TaskThreads(scope.run_id)
+    try:
+        return left.run(threads, lambda task: _run_sync(scope, left, task), tasks,
+                        max(1, workers - 1))  # (this thread runs one task itself)
+    finally:
+        if threads is not scope.threads:
+            threads.close()
+
+
+def _committer(scope: StepScope) -> Callable[[TaskResult], None]:
+    """Commit a held output whose bound passed, from the waiting thread.
+
+    What the task's own thread did with an error there, it records on the result:
+    the store's trouble loses the lease's run (``lost``), anything else fails it.
+    """
+    def commit(result: TaskResult) -> None:
+        try:
+            result.seq = _commit_alone(scope, result.task, result.node, result.ops)
+        except StoreError as exc:
+            result.kind, result.exc = "lost", exc
+        except Exception as exc:  # noqa: BLE001 - the task's failure, as in its thread
+            result.kind = "fail"
+            result.error = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+    return commit
 
 
 def _mapped(scope: StepScope, fn: Callable[[Task], TaskResult], tasks: list[Task],
@@ -206,7 +247,7 @@ def _state_of(scope: StepScope, task: Task) -> MappingProxyType[str, Any]:
     return MappingProxyType(scope.state)
 
 
-def _run_sync(scope: StepScope, left: _Countdown, task: Task) -> TaskResult:
+def _run_sync(scope: StepScope, left: Left, task: Task) -> TaskResult:
     name = task.node
     node = scope.flow.nodes[name]
     attempt = 0
@@ -258,24 +299,30 @@ def _closing(ctx: NodeContext, fn: Any, scope: StepScope, task: Task) -> Any:
         ctx.close()
 
 
-def _finish(scope: StepScope, left: _Countdown, task: str, name: str, update: Any,
+def _finish(scope: StepScope, left: Left, task: str, name: str, update: Any,
             calls: dict[int, Any]) -> TaskResult:
-    ops = to_ops(scope.flow, name, update)
-    seq = None
+    result = TaskResult(task, name, "ok", to_ops(scope.flow, name, update), calls=calls)
     if not scope.policy.pending_writes:
         left.last(task)
     elif left.together(task):
         if left.n > 1:
             faults.point("sibling_output_held")
+            left.hold(result)  # after the point: a task failed there holds no output
     else:
-        record = PendingWrite(run_id=scope.run_id, task=task, superstep=scope.superstep,
-                              node=name, ops=ops, at=scope.clock())
-        seq = scope.commit([record], task=task)[0]
-        faults.point("after_pending_write")
-    return TaskResult(task, name, "ok", ops, seq, calls=calls)
+        result.seq = _commit_alone(scope, task, name, result.ops)
+    return result
 
 
-def _failed(left: _Countdown, task: str, name: str, exc: BaseException, attempt: int,
+def _commit_alone(scope: StepScope, task: str, name: str, ops: list[Op]) -> int:
+    """Commit a finished task's output as its pending write (with its held outcomes)."""
+    record = PendingWrite(run_id=scope.run_id, task=task, superstep=scope.superstep,
+                          node=name, ops=ops, at=scope.clock())
+    seq = scope.commit([record], task=task)[0]
+    faults.point("after_pending_write")
+    return seq
+
+
+def _failed(left: Left, task: str, name: str, exc: BaseException, attempt: int,
             retries: int) -> TaskResult | None:
     """A result for a task that stopped, or None to retry it."""
     result = _stopped(task, name, exc, attempt, retries)

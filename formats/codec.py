@@ -14,6 +14,8 @@ from .migrations import upgrade
 from .records import RECORD_TYPES, Record
 from .values import ext_hook, to_wire
 
+_PLAIN = frozenset({str, int, float, bool, type(None), bytes})  # to_wire leaves them as they are
+
 _encoder = msgspec.msgpack.Encoder()
 _raw = msgspec.msgpack.Decoder(ext_hook=ext_hook)
 _decoders: dict[Any, msgspec.msgpack.Decoder] = {}
@@ -32,10 +34,27 @@ def _wire_fields(struct: msgspec.Struct, names: Iterable[str]) -> dict[str, Any]
     changes = {}
     for name in names:
         value = getattr(struct, name)
+        if type(value) in _PLAIN:  # None, a str...: msgpack's own, as it is
+            continue
         wire = to_wire(value)
         if wire is not value:
             changes[name] = wire
     return changes
+
+
+def _wire_ops(ops: list[Any]) -> list[Any]:
+    """``ops`` (``(key, kind, value)``) with values in wire form: ``ops`` itself when
+    none changes (a step's appends of strings), not a copy made for the encoder."""
+    out = None
+    for i, (key, kind, value) in enumerate(ops):
+        if type(value) in _PLAIN:
+            continue
+        wire = to_wire(value)
+        if wire is not value:
+            if out is None:
+                out = list(ops)
+            out[i] = (key, kind, wire)
+    return ops if out is None else out
 
 
 def _wire_record(record: Record) -> Record:
@@ -44,20 +63,23 @@ def _wire_record(record: Record) -> Record:
     for name in record.OP_FIELDS:
         ops = getattr(record, name)
         if ops:
-            changes[name] = [(key, kind, to_wire(value)) for key, kind, value in ops]
+            wired = _wire_ops(ops)
+            if wired is not ops:
+                changes[name] = wired
     return msgspec.structs.replace(record, **changes) if changes else record
 
 
-_defaults_of: dict[type, tuple[Any, ...]] = {}
+_defaults_of: dict[type, tuple[tuple[Any, type], ...]] = {}
 
 
-def _defaults(cls: type[Record]) -> tuple[Any, ...]:
-    """The default of each field of an array-like record, in order (NODEFAULT: required)."""
+def _defaults(cls: type[Record]) -> tuple[tuple[Any, type], ...]:
+    """The default of each field of an array-like record and its type, in order
+    (NODEFAULT: required; no value equals it)."""
     found = _defaults_of.get(cls)
     if found is None:
-        found = _defaults_of[cls] = tuple(
-            f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default
-            for f in msgspec.structs.fields(cls))
+        values = [f.default_factory() if f.default_factory is not msgspec.NODEFAULT
+                  else f.default for f in msgspec.structs.fields(cls)]
+        found = _defaults_of[cls] = tuple((v, type(v)) for v in values)
     return found
 
 
@@ -68,14 +90,17 @@ def _row(record: Record) -> tuple[Any, ...]:
     defaults = _defaults(type(record))
     n = len(row)
     while n:
-        value, default = row[n - 1], defaults[n - 1]
+        value = row[n - 1]
+        default, kind = defaults[n - 1]
         # equal and of the same type (0 == 0.0 == False would drop a set value); a word
         # may be a str enum member (Status.RUNNING)
-        if default is msgspec.NODEFAULT or value != default or \
-                (type(value) is not type(default) and not isinstance(value, str)):
+        if value != default or (type(value) is not kind and not isinstance(value, str)):
             break
         n -= 1
     return row[:n]
+
+
+_is_short: dict[type, bool] = {}  # per record class: written in a short frame
 
 
 def encode(record: Record) -> bytes:
@@ -84,7 +109,9 @@ def encode(record: Record) -> bytes:
     Raises:
         NotSerializable: a field holds a value bide does not keep.
     """
-    short = (record.TYPE, record.VERSION) in SHORT_CODES
+    short = _is_short.get(type(record))
+    if short is None:
+        short = _is_short[type(record)] = (record.TYPE, record.VERSION) in SHORT_CODES
     try:
         wire = _wire_record(record)
         body = _encoder.encode(_row(wire) if short else wire)

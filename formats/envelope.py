@@ -44,14 +44,18 @@ SHORT_CODES: dict[tuple[str, int], int] = {
     ("intent_completed", 3): 3,
 }
 _SHORT_NAMES = {code: name for name, code in SHORT_CODES.items()}
+# per short code: its first byte, and the checksum of that byte (the body's crc starts there)
+_SHORT_HEADS = {name: (bytes((SHORT_BASE + code,)), zlib.crc32(bytes((SHORT_BASE + code,))))
+                for name, code in SHORT_CODES.items()}
+_CRC = struct.Struct(">I")
 
 
 def frame(rtype: str, version: int, body: bytes) -> bytes:
     """Wrap an encoded body with its type, version and checksum."""
-    code = SHORT_CODES.get((rtype, version))
-    if code is not None:
-        first = bytes((SHORT_BASE + code,))
-        return first + struct.pack(">I", zlib.crc32(body, zlib.crc32(first))) + body
+    head = _SHORT_HEADS.get((rtype, version))
+    if head is not None:
+        first, seed = head
+        return first + _CRC.pack(zlib.crc32(body, seed)) + body
     tag = rtype.encode("ascii")
     rest = struct.pack(">HB", version, len(tag)) + tag + body
     return MAGIC + struct.pack(">I", zlib.crc32(rest)) + rest
