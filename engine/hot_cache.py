@@ -16,7 +16,8 @@ and only while that provably equals the store:
   known: the next write transaction (``begin``) keeps it when the store counted one
   more committed batch and its id is the one right after (LMDB gives a write
   transaction the last committed id + 1, so a commit by another process, or any
-  write of this process that did not come through here, shows as a gap), undoes
+  write of this process that did not come through here, shows as a gap; a commit
+  that put nothing takes no id, so then the next has the same one), undoes
   it when the id is the same and nothing was committed (rolled back, or a batch
   retried after growing the map), and forgets everything otherwise;
 - a transaction with any body that does not stage its writes here (retention
@@ -61,12 +62,15 @@ class HotCache:
         self.undo: dict[Key, object] = {}  # the open transaction's changes, to be undone
         self.undo_seq: int | None = None
         self.poisoned = False
+        self.wrote = False  # the open transaction put a value (so its commit takes a new id)
 
     def begin(self, txn_id: int, store: Counted) -> None:
         """A write transaction ``txn_id`` of ``store`` starts: settle the last one."""
         last = self.store
         settled = last is not None and not self.poisoned
-        if settled and txn_id == self.txn_id + 1 and last.batches == self.batches + 1:
+        # a commit that changed nothing leaves LMDB's last id as it was: the next is its own
+        committed_as = self.txn_id + 1 if self.wrote else self.txn_id
+        if settled and txn_id == committed_as and last.batches == self.batches + 1:
             if len(self.values) > MOST_ENTRIES:  # it committed, and nobody wrote since
                 for key in list(self.values)[:len(self.values) - MOST_ENTRIES]:
                     del self.values[key]
@@ -77,7 +81,7 @@ class HotCache:
             self.values.clear()
             self.last_seq = None
         self.txn_id, self.store, self.batches = txn_id, store, store.batches
-        self.undo, self.undo_seq, self.poisoned = {}, self.last_seq, False
+        self.undo, self.undo_seq, self.poisoned, self.wrote = {}, self.last_seq, False, False
 
     def poison(self) -> None:
         """The open transaction writes what this cache does not see."""
@@ -102,12 +106,13 @@ def _restore(values: dict[Key, bytes | None], undo: dict[Key, object]) -> None:
 class Layer:
     """One request's reads and writes of cached tables, undone if it raises."""
 
-    __slots__ = ("cache", "values", "undo", "seq_before")
+    __slots__ = ("cache", "values", "undo", "seq_before", "wrote")
 
     def __init__(self, cache: HotCache) -> None:
         self.cache, self.values = cache, cache.values
         self.undo: dict[Key, object] = {}
         self.seq_before = cache.last_seq
+        self.wrote = False  # put a value into any table (a delete may change nothing)
 
     def get(self, table: str, key: bytes) -> object:
         """The value at ``(table, key)``: bytes, None (absent), or ``MISS`` (ask LMDB,
@@ -138,6 +143,7 @@ class Layer:
         undo = self.cache.undo
         for entry, old in self.undo.items():
             undo.setdefault(entry, old)
+        self.cache.wrote = self.cache.wrote or self.wrote
 
     def drop(self) -> None:
         """The request raised: undo its changes."""

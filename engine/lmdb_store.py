@@ -444,8 +444,10 @@ class TxnTables:
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.txn.put(self.lay.physical(table, key), value, db=self.dbs[self.lay.home_db(table)])
-        if self.hot is not None and table in CACHED:
-            self.hot.seen(table, key, value)
+        if self.hot is not None:
+            self.hot.wrote = True
+            if table in CACHED:
+                self.hot.seen(table, key, value)
 
     def delete(self, table: str, key: bytes) -> None:
         self.txn.delete(self.lay.physical(table, key), db=self.dbs[self.lay.home_db(table)])
@@ -454,6 +456,8 @@ class TxnTables:
 
     def append_log(self, seq: int, raw: bytes) -> None:
         """Put the log record ``seq`` (above every seq in the log: LMDB's append path)."""
+        if self.hot is not None:
+            self.hot.wrote = True
         self.txn.put(self.lay.physical(LOG, seq_key(seq)), raw,
                      db=self.dbs[self.lay.home_db(LOG)], append=True)
 
