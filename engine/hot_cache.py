@@ -66,15 +66,14 @@ class HotCache:
 
     def begin(self, txn_id: int, store: Counted) -> None:
         """A write transaction ``txn_id`` of ``store`` starts: settle the last one."""
-        last = self.store
-        settled = last is not None and not self.poisoned
+        moved = -1 if self.store is None or self.poisoned else self.store.batches - self.batches
         # a commit that changed nothing leaves LMDB's last id as it was: the next is its own
         committed_as = self.txn_id + 1 if self.wrote else self.txn_id
-        if settled and txn_id == committed_as and last.batches == self.batches + 1:
+        if moved == 1 and txn_id == committed_as:
             if len(self.values) > MOST_ENTRIES:  # it committed, and nobody wrote since
                 for key in list(self.values)[:len(self.values) - MOST_ENTRIES]:
                     del self.values[key]
-        elif settled and txn_id == self.txn_id and last.batches == self.batches:
+        elif moved == 0 and txn_id == self.txn_id:
             _restore(self.values, self.undo)  # rolled back, and nobody wrote since
             self.last_seq = self.undo_seq
         else:  # the first, poisoned, or another writer came between: nothing is known
