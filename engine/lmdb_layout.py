@@ -38,6 +38,7 @@ from .store import LEASES, LOG
 META = "meta"
 MAIN = ""  # LMDB's unnamed database, in ``dbs``
 _MARK, _HEAD, _LOG = b"\xff", b"\xfe", b"\xff\xff"
+_MOST_KEPT = 4096  # stored state keys remembered per layout
 
 
 class Layout:
@@ -49,6 +50,7 @@ class Layout:
         self.named = tuple(dict.fromkeys(
             t for t in (LOG, META, LEASES, *DERIVED) if t not in self.shares))
         self.runs_shared = RUNS in self.shares
+        self._state_keys: dict[bytes, bytes] = {}  # logical -> stored (a pure function)
         # each table's key rule, chosen once: a commit asks for a dozen keys
         self._physical: dict[str, Callable[[bytes], bytes]] = {
             STATE: self._state, SEGMENTS: self._segment}
@@ -72,10 +74,17 @@ class Layout:
         return key if rule is None else rule(key)
 
     def _state(self, key: bytes) -> bytes:
-        cut = key.index(b"\x00") + 1  # only a 0x01 of the run id needs escaping
-        if self.runs_shared and b"\x01" in key[:cut]:
-            return _escape(key[:cut - 1]) + b"\x00" + _MARK + key[cut:]
-        return key[:cut] + _MARK + key[cut:]
+        found = self._state_keys.get(key)  # a run's few state keys, at every step
+        if found is None:
+            cut = key.index(b"\x00") + 1  # only a 0x01 of the run id needs escaping
+            if self.runs_shared and b"\x01" in key[:cut]:
+                found = _escape(key[:cut - 1]) + b"\x00" + _MARK + key[cut:]
+            else:
+                found = key[:cut] + _MARK + key[cut:]
+            if len(self._state_keys) >= _MOST_KEPT:
+                self._state_keys.clear()
+            self._state_keys[key] = found
+        return found
 
     def _segment(self, key: bytes) -> bytes:
         return _MARK + self._run_part(key, key.index(b"\x00"))
