@@ -13,6 +13,13 @@ from .schedule_index import SCHEDULES
 EXTENSIONS: tuple[Extension, ...] = (LANGGRAPH, SCHEDULES)
 
 
+_OWNER_OF: dict[type, Extension | None] = {}  # ownership is by class (Extension.owns)
+
+
 def owner(record: object) -> Extension | None:
-    """The extension that owns ``record``, or None for a core record."""
-    return next((ext for ext in EXTENSIONS if ext.owns(record)), None)
+    """The extension that owns ``record``, or None for a core record (asked at every
+    record a commit folds: answered once per record class)."""
+    cls = type(record)
+    if cls not in _OWNER_OF:
+        _OWNER_OF[cls] = next((ext for ext in EXTENSIONS if ext.owns(record)), None)
+    return _OWNER_OF[cls]

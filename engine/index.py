@@ -148,9 +148,15 @@ class Tables(Protocol):
         """
 
 
+_RUNLOG_VALUES: dict[str, bytes] = {}
+
+
 def runlog_value(rtype: str) -> bytes:
-    """A run log entry's value: the record's type tag, with a checksum."""
-    return frame_index(rtype.encode())
+    """A run log entry's value: the record's type tag, with a checksum (made once per tag)."""
+    value = _RUNLOG_VALUES.get(rtype)
+    if value is None:
+        value = _RUNLOG_VALUES[rtype] = frame_index(rtype.encode())
+    return value
 
 
 def runlog_type(raw: bytes, key: bytes) -> str:
@@ -196,8 +202,17 @@ def load(tables: Tables, table: str, key: bytes, cls: type) -> Any:
     return None if raw is None else unpack_value(raw, cls, table=table, key=key)
 
 
-def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
-    """Fold one log record into the derived tables."""
+def apply(tables: Tables, seq: int, size: int, record: Record,
+          head: RunHead | None = None) -> RunHead | None:
+    """Fold one log record into the derived tables.
+
+    Args:
+        head: the record's run head exactly as stored now, already decoded (a fenced
+            commit read it): folded onto instead of read again, and changed.
+
+    Returns:
+        The run's head as stored after the record (None: the run has no head).
+    """
     run_id: str = record.run_id  # type: ignore[attr-defined]
     tables.put(RUNLOG, runlog_key(run_id, seq), runlog_value(record.TYPE))
     if (ext := owner(record)) is not None:
@@ -208,10 +223,10 @@ def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
             fingerprint=record.fingerprint, policy=record.policy, created_at=record.at,
             parent=record.parent, parent_version=record.parent_version,
         )
-    else:
+    elif head is None:
         head = load(tables, RUNS, run_id.encode(), RunHead)
         if head is None:
-            return  # an orphan record (its run was pruned); the log keeps it, no head to fold
+            return None  # an orphan record (its run was pruned); the log keeps it, no head to fold
     was = None if isinstance(record, RunCreated) else head.status
     head.records += 1
     head.bytes += size
@@ -220,6 +235,7 @@ def apply(tables: Tables, seq: int, size: int, record: Record) -> None:
     tables.put(RUNS, run_id.encode(), pack_value(head))
     if head.status != was:  # the table changes only with the status: skip the read otherwise
         attention.fold(tables, run_id, None if head.status in FINISHED else head.status)
+    return head
 
 
 def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:

@@ -43,6 +43,7 @@ import msgspec
 
 from ..formats import Checkpoint, PendingWrite, Record, check_serializable, pack_value, unpack_value
 from ..formats.errors import CorruptIndex
+from ..formats.packed_list import PackedList
 from . import call_refs
 from .call_refs import Called
 from .keys import run_prefix
@@ -328,35 +329,47 @@ def _set(tables: Tables, run_id: str, found: Directory, name: str, value: Any) -
 
 
 def _append(tables: Tables, run_id: str, found: Directory, name: str, items: list[Any]) -> None:
-    """Add items to a chunked list: fill its tail; each chunk that closes joins the segments."""
+    """Add items to a chunked list: fill its tail; each chunk that closes joins the segments.
+
+    The tail is never decoded: items are added as their encodings (``PackedList``)."""
     spec = found.keys[name]
     assert spec is not None
     closed, tail_bytes = spec
-    tail: list[Any] = _get(tables, _tail(run_id, name)) if tail_bytes else []
+    tail = _packed(tables, _tail(run_id, name)) if tail_bytes else PackedList()
     for item in items:
-        tail.append(item)
-        size = len(check_serializable(item, name))
-        if size > ITEM_BYTES:
+        encoded = check_serializable(item, name)
+        if len(encoded) > ITEM_BYTES:
             raise _LargeItem(name)
-        tail_bytes += size
+        tail.add(encoded)
+        tail_bytes += len(encoded)
         if tail_bytes >= CHUNK_BYTES:
             _close(tables, run_id, name, closed, tail)
-            closed, tail, tail_bytes = closed + 1, [], 0
-    if tail:
-        tables.put(*_tail(run_id, name), pack_value(tail))
+            closed, tail, tail_bytes = closed + 1, PackedList(), 0
+    if tail.count:
+        tables.put(*_tail(run_id, name), tail.packed())
     elif spec[1]:
         tables.delete(*_tail(run_id, name))
     found.keys[name] = [closed, tail_bytes]
 
 
-def _close(tables: Tables, run_id: str, name: str, closed: int, chunk: list[Any]) -> None:
+def _packed(tables: Getter, entry: Entry) -> PackedList:
+    """A stored list's items, left encoded (as ``_get``: a missing entry is damage)."""
+    table, key = entry
+    raw = tables.get(table, key)
+    if raw is None:
+        raise CorruptIndex(table, key, "named by the run's state directory but missing")
+    return PackedList.unpacked(raw, table=table, key=key)
+
+
+def _close(tables: Tables, run_id: str, name: str, closed: int, chunk: PackedList) -> None:
     """Keep the chunk numbered ``closed``; the last of a group also writes the group."""
-    tables.put(*_chunk(run_id, name, closed), pack_value(chunk))
+    tables.put(*_chunk(run_id, name, closed), chunk.packed())
     first = closed + 1 - SEGMENT_CHUNKS
     if (closed + 1) % SEGMENT_CHUNKS == 0:
-        items: list[Any] = []
+        items = PackedList()
         for i in range(first, closed):
-            items.extend(_get(tables, _chunk(run_id, name, i)))
-        group = pack_value(items + chunk)
+            items.extend(_packed(tables, _chunk(run_id, name, i)))
+        items.extend(chunk)
+        group = items.packed()
         if len(group) <= GROUP_BYTES:  # large items: reading them one by one costs little
             tables.put(*_group(run_id, name, first), group)

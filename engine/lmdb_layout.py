@@ -28,7 +28,7 @@ A reader of any table sees only its own keys (``Layout.logical``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .index import DERIVED, RUNLOG, RUNS
@@ -38,6 +38,7 @@ from .store import LEASES, LOG
 META = "meta"
 MAIN = ""  # LMDB's unnamed database, in ``dbs``
 _MARK, _HEAD, _LOG = b"\xff", b"\xfe", b"\xff\xff"
+_MOST_KEPT = 4096  # stored state keys remembered per layout
 
 
 class Layout:
@@ -49,6 +50,15 @@ class Layout:
         self.named = tuple(dict.fromkeys(
             t for t in (LOG, META, LEASES, *DERIVED) if t not in self.shares))
         self.runs_shared = RUNS in self.shares
+        self._state_keys: dict[bytes, bytes] = {}  # logical -> stored (a pure function)
+        # each table's key rule, chosen once: a commit asks for a dozen keys
+        self._physical: dict[str, Callable[[bytes], bytes]] = {
+            STATE: self._state, SEGMENTS: self._segment}
+        if self.runs_shared:
+            self._physical[RUNS] = _head_key
+            self._physical[RUNLOG] = self._runlog
+        if LOG in self.shares:
+            self._physical[LOG] = _LOG.__add__
 
     def home_db(self, table: str) -> str:
         """The database (a key of ``dbs``) that holds ``table``."""
@@ -60,20 +70,27 @@ class Layout:
 
     def physical(self, table: str, key: bytes) -> bytes:
         """The stored key of ``table``'s logical ``key``."""
-        if table == STATE:  # split at the first 0x00: only a 0x01 of the run id needs escaping
-            cut = key.index(b"\x00") + 1
+        rule = self._physical.get(table)
+        return key if rule is None else rule(key)
+
+    def _state(self, key: bytes) -> bytes:
+        found = self._state_keys.get(key)  # a run's few state keys, at every step
+        if found is None:
+            cut = key.index(b"\x00") + 1  # only a 0x01 of the run id needs escaping
             if self.runs_shared and b"\x01" in key[:cut]:
-                return _escape(key[:cut - 1]) + b"\x00" + _MARK + key[cut:]
-            return key[:cut] + _MARK + key[cut:]
-        if table == SEGMENTS:
-            return _MARK + self._run_part(key, key.index(b"\x00"))
-        if table == RUNS and self.runs_shared:
-            return _escape(key) + b"\x00" + _HEAD
-        if table == RUNLOG and self.runs_shared:
-            return self._run_part(key, len(key) - 9)
-        if table == LOG and LOG in self.shares:
-            return _LOG + key
-        return key
+                found = _escape(key[:cut - 1]) + b"\x00" + _MARK + key[cut:]
+            else:
+                found = key[:cut] + _MARK + key[cut:]
+            if len(self._state_keys) >= _MOST_KEPT:
+                self._state_keys.clear()
+            self._state_keys[key] = found
+        return found
+
+    def _segment(self, key: bytes) -> bytes:
+        return _MARK + self._run_part(key, key.index(b"\x00"))
+
+    def _runlog(self, key: bytes) -> bytes:
+        return self._run_part(key, len(key) - 9)
 
     def _run_part(self, key: bytes, end: int) -> bytes:
         """``key`` with its run id (``key[:end]``) escaped, in the layout that escapes it."""
@@ -115,6 +132,10 @@ class Layout:
             cut = prefix.index(b"\x00") + 1
             return prefix[:cut] + _MARK + prefix[cut:]
         return prefix
+
+
+def _head_key(run: bytes) -> bytes:
+    return _escape(run) + b"\x00" + _HEAD
 
 
 def _escape(run: bytes) -> bytes:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import lmdb
 
@@ -35,6 +35,7 @@ from .errors import (
     StoreFull,
 )
 from .group_commit import Batch, GroupCommit, Request, run_alone
+from .hot_cache import CACHED, MISS, HotCache, Layer
 from .index import (
     DERIVED,
     FRAMED,
@@ -109,6 +110,7 @@ class _Handle(NamedTuple):
     dbs: dict[str, Any]
     write_lock: threading.RLock
     readonly: str | None  # why this process cannot write the store, or None
+    hot: HotCache  # hot derived values, exact or absent (engine/hot_cache.py)
 
 
 _handles: dict[str, _Handle] = {}
@@ -194,7 +196,7 @@ def _acquire_env(path: Path, durability: str, map_size: int) -> _Handle:
                 env.close()
                 raise
         _handles[key] = found = _Handle(env, 1, durability, os.getpid(), dbs, threading.RLock(),
-                                        readonly)
+                                        readonly, HotCache())
         return found
 
 
@@ -337,6 +339,36 @@ def _release_env(path: Path) -> None:
     found.env.close()
 
 
+class _Body(Generic[T]):
+    """A write body as a batch runs it, keeping the store's hot cache exact: a body that
+    stages its reads and writes gets a layer, kept if it returns; any other body
+    poisons the transaction (the next one starts from an empty cache)."""
+
+    __slots__ = ("store", "plain", "staged")
+
+    def __init__(self, store: LMDBStore,
+                 plain: Callable[[lmdb.Transaction[bytes]], T] | None,
+                 staged: Callable[[lmdb.Transaction[bytes], Layer | None], T] | None) -> None:
+        self.store, self.plain, self.staged = store, plain, staged
+
+    def __call__(self, txn: lmdb.Transaction[bytes]) -> T:
+        hot = self.store.hot
+        if self.staged is None:
+            assert self.plain is not None
+            hot.poison()
+            return self.plain(txn)
+        layer = hot.layer(txn.id())
+        if layer is None:
+            return self.staged(txn, None)
+        try:
+            result = self.staged(txn, layer)
+        except BaseException:
+            layer.drop()
+            raise
+        layer.keep()
+        return result
+
+
 class _Rollback(Exception):
     """Every request of a batch failed: abort its transaction (nothing to commit)."""
 
@@ -347,8 +379,17 @@ _BATCH_RETRIED = (lmdb.MapFullError, lmdb.MapResizedError)  # the whole batch, a
 _NOT_A_REQUEST_S = (*_BATCH_RETRIED, KeyboardInterrupt, SystemExit)
 
 
+def _begin(txn: lmdb.Transaction[bytes], batch: Batch) -> None:
+    """A write transaction starts: its store's hot cache settles the last one (every
+    body comes through ``LMDBStore._write``, wrapped as a ``_Body``)."""
+    body = batch[0].body
+    if isinstance(body, _Body):
+        body.store.hot.begin(txn.id(), body.store)
+
+
 def _run_one(txn: lmdb.Transaction[bytes], request: Request[Any]) -> None:
     """A batch of one runs in the transaction itself: no nested transaction to pay for."""
+    _begin(txn, [request])
     try:
         request.succeed(request.body(txn))
     except _NOT_A_REQUEST_S:
@@ -360,6 +401,7 @@ def _run_one(txn: lmdb.Transaction[bytes], request: Request[Any]) -> None:
 
 def _run_nested(env: lmdb.Environment, txn: lmdb.Transaction[bytes], batch: Batch) -> None:
     """Each request in a nested transaction: one that raises is rolled back alone."""
+    _begin(txn, batch)
     for request in batch:
         child = env.begin(write=True, parent=txn, buffers=False)
         try:
@@ -377,23 +419,46 @@ def _run_nested(env: lmdb.Environment, txn: lmdb.Transaction[bytes], batch: Batc
         raise _Rollback
 
 
-class TxnTables:
-    """``index.Tables`` over an LMDB write transaction (commit, delete, rebuild)."""
+def _get(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], lay: Layout, hot: Layer | None,
+         table: str, key: bytes) -> bytes | None:
+    """The value at a derived table's ``key``: from the hot cache when it knows it."""
+    if hot is None or table not in CACHED:
+        return txn.get(lay.physical(table, key), db=dbs[lay.home_db(table)])
+    found = hot.get(table, key)
+    if found is not MISS:
+        return found  # type: ignore[return-value]
+    raw = txn.get(lay.physical(table, key), db=dbs[lay.home_db(table)])
+    hot.seen(table, key, raw)
+    return raw
 
-    def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> None:
-        self.txn, self.dbs, self.lay = txn, dbs, layout_of(dbs)
+
+class TxnTables:
+    """``index.Tables`` over an LMDB write transaction (commit, delete, rebuild);
+    ``hot``: a commit's layer of the hot cache, written through."""
+
+    def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any],
+                 hot: Layer | None = None) -> None:
+        self.txn, self.dbs, self.lay, self.hot = txn, dbs, layout_of(dbs), hot
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        return self.txn.get(self.lay.physical(table, key), db=self.dbs[self.lay.home_db(table)])
+        return _get(self.txn, self.dbs, self.lay, self.hot, table, key)
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.txn.put(self.lay.physical(table, key), value, db=self.dbs[self.lay.home_db(table)])
+        if self.hot is not None:
+            self.hot.wrote = True
+            if table in CACHED:
+                self.hot.seen(table, key, value)
 
     def delete(self, table: str, key: bytes) -> None:
         self.txn.delete(self.lay.physical(table, key), db=self.dbs[self.lay.home_db(table)])
+        if self.hot is not None and table in CACHED:
+            self.hot.seen(table, key, None)
 
     def append_log(self, seq: int, raw: bytes) -> None:
         """Put the log record ``seq`` (above every seq in the log: LMDB's append path)."""
+        if self.hot is not None:
+            self.hot.wrote = True
         self.txn.put(self.lay.physical(LOG, seq_key(seq)), raw,
                      db=self.dbs[self.lay.home_db(LOG)], append=True)
 
@@ -457,8 +522,9 @@ class LMDBReader(TableReads):
     """``store.Reader`` over one LMDB transaction (read or write); the typed readings
     come from ``TableReads`` over ``get``/``scan``."""
 
-    def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any]) -> None:
-        self.txn, self.dbs, self.lay = txn, dbs, layout_of(dbs)
+    def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any],
+                 hot: Layer | None = None) -> None:
+        self.txn, self.dbs, self.lay, self.hot = txn, dbs, layout_of(dbs), hot
         self._log_db = dbs[self.lay.home_db(LOG)]
         self._log_prefix = self.lay.physical(LOG, b"")
 
@@ -487,15 +553,20 @@ class LMDBReader(TableReads):
             yield seq_of(key), raw
 
     def last_seq(self) -> int:
+        if self.hot is not None and (known := self.hot.last_seq) is not None:
+            return known
         cur = self.txn.cursor(db=self._log_db)
-        found = cur.last() and cur.key().startswith(self._log_prefix)
-        last = seq_of(cur.key()) if found else -1
+        key = cur.key() if cur.last() else b""
+        last = seq_of(key) if key.startswith(self._log_prefix) and key else -1
         gone = self.txn.get(_HIGH_WATER, db=self.dbs[META])  # set when `delete` took the last
-        return last if gone is None else max(last, seq_of(gone))
+        last = last if gone is None else max(last, seq_of(gone))
+        if self.hot is not None:
+            self.hot.last_seq = last
+        return last
 
     def get(self, table: str, key: bytes) -> bytes | None:
         """The value at ``key`` in a derived table (``index.DERIVED``), or None."""
-        return self.txn.get(self.lay.physical(table, key), db=self.dbs[self.lay.home_db(table)])
+        return _get(self.txn, self.dbs, self.lay, self.hot, table, key)
 
     def scan(self, table: str, prefix: bytes = b"", *,
              reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
@@ -583,6 +654,7 @@ class LMDBStore(Observed):
         self._broken: str | None = None
         handle = _acquire_env(self.path, durability, map_size)
         self.env, self.dbs, self._write_lock = handle.env, handle.dbs, handle.write_lock
+        self.hot = handle.hot
         self._durable = self._flush if durability == "durable" else None
         self._commits = GroupCommit(self._run_batch, str(self.path), self._durable)
         self.batches = 0  # write transactions committed by this object (each one or more callers)
@@ -726,10 +798,9 @@ class LMDBStore(Observed):
     ) -> list[int]:
         framed = None if callable(records) else [encode(r) for r in records]  # fail before any I/O
 
-        def body(txn: lmdb.Transaction[bytes]) -> list[int]:
-            reader = LMDBReader(txn, self.dbs)
-            if fence is not None:
-                self._check_fence(reader, *fence)
+        def body(txn: lmdb.Transaction[bytes], hot: Layer | None) -> list[int]:
+            reader = LMDBReader(txn, self.dbs, hot)
+            head = self._check_fence(reader, *fence) if fence is not None else None
             if check is not None:
                 check(reader)
             seq = reader.last_seq()
@@ -737,15 +808,20 @@ class LMDBStore(Observed):
             batch = numbered(given, range(seq + 1, seq + 1 + len(given)))
             raws = framed if framed is not None else [encode(r) for r in batch]
             seqs = []
-            tables = TxnTables(txn, self.dbs)
+            tables = TxnTables(txn, self.dbs, hot)
             for record, raw in zip(batch, raws, strict=True):
                 seq += 1
                 tables.append_log(seq, raw)
-                apply(tables, seq, len(raw), record)
+                if head is not None and record.run_id == head.run_id:  # type: ignore[attr-defined]
+                    head = apply(tables, seq, len(raw), record, head)  # the fence's read
+                else:
+                    apply(tables, seq, len(raw), record)
                 seqs.append(seq)
+            if hot is not None:
+                hot.last_seq = seq
             return seqs
 
-        return self._observed_commit(lambda: self._write(body), fence)
+        return self._observed_commit(lambda: self._write_staged(body), fence)
 
     def delete(self, select: Callable[[LMDBReader], Iterable[int]]) -> list[int]:
         """Remove log records (retention) and fix the indexes, in ONE write transaction.
@@ -780,15 +856,15 @@ class LMDBStore(Observed):
         self._notify(WriteEvent("delete", tuple(removed)))
         return removed
 
-    def _check_fence(self, reader: LMDBReader, run_id: str, token: int) -> None:
-        check_fence(reader, run_id, token, self.clock())
+    def _check_fence(self, reader: LMDBReader, run_id: str, token: int) -> RunHead | None:
+        return check_fence(reader, run_id, token, self.clock())
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
-        def body(txn: lmdb.Transaction[bytes]) -> bool:
-            return renew_if_held(LMDBReader(txn, self.dbs), TxnTables(txn, self.dbs), run_id,
-                                 token, expires_at)
+        def body(txn: lmdb.Transaction[bytes], hot: Layer | None) -> bool:
+            return renew_if_held(LMDBReader(txn, self.dbs, hot), TxnTables(txn, self.dbs, hot),
+                                 run_id, token, expires_at)
 
-        renewed = self._write(body)
+        renewed = self._write_staged(body)
         self._notify(WriteEvent("renew_lease", fence=(run_id, token), refused=not renewed))
         return renewed
 
@@ -810,6 +886,14 @@ class LMDBStore(Observed):
         the map inside a batch waits for every snapshot to end, so it must not be
         left waiting on a batch.
         """
+        return self._submit(_Body(self, body, None))
+
+    def _write_staged(self, body: Callable[[lmdb.Transaction[bytes], Layer | None], T]) -> T:
+        """``_write`` for a body whose reads and writes of ``hot_cache.CACHED`` tables all go
+        through the layer it is given (None: the cache cannot serve this transaction)."""
+        return self._submit(_Body(self, None, body))
+
+    def _submit(self, body: _Body[T]) -> T:
         self._guard(write=True)
         if _gate.holding():
             return run_alone(self._run_batch, body, self._durable)

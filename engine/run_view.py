@@ -211,20 +211,25 @@ def renew_if_held(reader: Reader, tables: Tables, run_id: str, token: int,
     return True
 
 
-def check_fence(reader: Reader, run_id: str, token: int, now: float) -> None:
+def check_fence(reader: Reader, run_id: str, token: int, now: float) -> RunHead | None:
     """Refuse a fenced commit unless ``token`` holds the run's lease and it is live at ``now``.
+
+    Returns:
+        The run's head as read (a commit folds its records onto it: no second read),
+        or None when fencing is switched off (a crash test's fault).
 
     Raises:
         StaleLease: the lease was taken over, released, or expired.
     """
     if faults.switch("no_fencing"):
-        return
+        return None
     head = reader.head(run_id)
     current = None if head is None else head.lease_token
     if current != token or head is None or head.lease_owner is None:
         raise StaleLease(run_id, token, current)
     if lease_expires(reader, head) < now:
         raise StaleLease(run_id, token, current)
+    return head
 
 
 def settled(req: ApprovalState, now: float) -> bool:

@@ -202,20 +202,27 @@ def _sets_sorted(value: Any) -> Any:
     return value
 
 
-def _plain_words(struct: Any) -> Any:
-    """The struct with str-valued enum members in its fields (an engine's ``Status.DONE``)
-    as the plain strings they stand for: an index value stores words, not Python types
-    (user values inside fields are still refused an enum by ``to_wire``)."""
-    words = {name: str.__str__(v) for name in struct.__struct_fields__
-             if isinstance(v := getattr(struct, name), str) and isinstance(v, Enum)}
-    return msgspec.structs.replace(struct, **words) if words else struct
+def _index_fields(struct: Any) -> dict[str, Any]:
+    """The fields of an index struct whose stored form differs, in one pass: a str-valued
+    enum member (an engine's ``Status.DONE``) as the plain string it stands for (an index
+    value stores words, not Python types), a kept type as an extension value (user
+    values inside fields are still refused an enum by ``to_wire``). Plain scalars, most
+    of a run head's fields, are skipped at once: a head is packed at every commit."""
+    changes = {}
+    for name, value in zip(struct.__struct_fields__, msgspec.structs.astuple(struct), strict=True):
+        if type(value) in _PLAIN:
+            continue
+        if isinstance(value, str) and isinstance(value, Enum):
+            changes[name] = str.__str__(value)
+        elif (wire := to_wire(value)) is not value:
+            changes[name] = wire
+    return changes
 
 
 def pack_value(value: Any) -> bytes:
     """A derived index value (a struct or list): kept types faithfully, and a checksum."""
     if isinstance(value, msgspec.Struct):
-        value = _plain_words(value)
-        changes = _wire_fields(value, value.__struct_fields__)
+        changes = _index_fields(value)
         value = msgspec.structs.replace(value, **changes) if changes else value
     else:
         value = to_wire(value)
