@@ -941,9 +941,12 @@ class LMDBStore(Observed):
         lets the next batch take the writer lock meanwhile: the next batch builds
         while this one flushes. A failed flush fails every caller (their records are
         committed, but not known durable) and stops this store's writes.
+
+        A batch whose requests were all refused committed nothing, but is flushed too:
+        the next batch reads what the previous one committed before that one's flush is
+        done, so a refusal (a stale fence, an approval decided already) can rest on a
+        commit not yet on disk; its caller learns of it only once it is.
         """
-        if not any(request.exc is None for request in batch):
-            return  # every request was refused: nothing was committed
         try:
             with _gate.shared():
                 self.env.sync(True)
