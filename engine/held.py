@@ -167,8 +167,8 @@ class HeldOutcomes:
                     raise RuntimeError(f"bide: a flush of {self._name}'s tool outcomes hung")
             # in the order held: a held checkpoint after the outcomes it carries
             names = [t for t in self._held if task is None or t in (task, RUN)]
+            self._busy.update(names)  # before they leave _held: ``carry`` reads both unlocked
             taken = {t: self._held.pop(t) for t in names}
-            self._busy.update(taken)
             if not self._held:
                 self._due = None
             return [rec for recs in taken.values() for rec in recs], taken

@@ -213,3 +213,25 @@ def test_a_stale_worker_cannot_flush_its_held_outcome(engine):
     types = [t for _, t, _ in engine.records("r")]
     assert "intent_completed" not in types and "pending_write" not in types
     assert [i["status"] for i in engine.intents("r")] == ["prepared"]  # the thief reconciles
+
+
+def test_an_outcome_is_marked_busy_before_it_leaves_the_held_ones():
+    """``carry`` reads ``_held`` and ``_busy`` without the lock to go straight to the store
+    when nothing is held or being flushed: between a flush taking an outcome out of
+    ``_held`` and marking it busy, both looked empty, and a task's output could commit
+    ahead of the outcome it was computed from (found in review)."""
+    outcomes = held.HeldOutcomes(lambda rs: [0] * len(rs), bound=3600)
+    outcomes.hold("a", done("a#0"))
+    outcomes.hold("b", done("b#0"))
+    seen: list[bool] = []
+
+    class Held(dict):
+        def pop(self, key, *default):
+            seen.append(key in outcomes._busy)  # a reader between the two steps sees it busy
+            return super().pop(key, *default)
+
+    outcomes._held = Held(outcomes._held)
+    riders, taken = outcomes._take(None)
+    assert len(riders) == 2 and seen == [True, True]
+    outcomes._release(taken)
+    outcomes.close()
