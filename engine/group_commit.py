@@ -1,15 +1,14 @@
 """Group commit: concurrent writers of one process share one write transaction.
 
-A durable LMDB commit flushes whatever it holds, and only one write transaction
-runs at a time. So the threads of a process that commit at once (sibling
-tasks, different runs) queue their requests; the first one in becomes the
-*leader*, takes every request queued so far as one batch and commits it in one
-transaction, while requests arriving meanwhile queue up for the next batch.
-Once the batch is committed the leader hands the lead to the oldest queued
-request (its own thread runs the next batch); with a ``flush`` (the backend's
-last durability step, LMDB's meta page) it then flushes its batch while the
-next one is built, and only then do its callers return, each with its own
-outcome. A caller alone is its own leader at once: no added wait.
+A durable LMDB commit is two flushes whatever it holds, and only one write
+transaction runs at a time. So the threads of a process that commit at once
+(sibling tasks, different runs) queue their requests; the first one in becomes
+the *leader*, takes every request queued so far as one batch and commits it
+with one pair of flushes, while requests arriving meanwhile queue up for the
+next batch. When the batch is durable the leader hands the lead to the oldest
+queued request (its own thread runs the next batch) and returns; the others
+wake with their own outcome. A caller alone is its own leader at once: no
+added wait.
 
 Each request has its own wake-up (a lock its thread waits on), so ending a
 batch wakes exactly its callers and the next leader. One shared condition
@@ -72,13 +71,10 @@ class GroupCommit:
             (``succeed`` / ``fail``) before returning; it raises only for what no
             request's outcome records (an interrupt, a bug).
         name: what is committed to, named in errors.
-        flush: makes a committed batch durable, outside the writer lock, while the
-            next batch runs; it fails (``fail``) the requests it could not make durable.
     """
 
-    def __init__(self, run_batch: Callable[[Batch], None], name: str,
-                 flush: Callable[[Batch], None] | None = None) -> None:
-        self._run_batch, self._name, self._flush = run_batch, name, flush
+    def __init__(self, run_batch: Callable[[Batch], None], name: str) -> None:
+        self._run_batch, self._name = run_batch, name
         self._lock = threading.Lock()  # the queue and the lead
         self._queue: Batch = []
         self._leading: threading.Thread | None = None  # whose thread runs (or will run) a batch
@@ -109,13 +105,16 @@ class GroupCommit:
         return request.outcome()
 
     def _lead(self, mine: Request[Any], batch: Batch) -> None:
-        """Run one batch, then settle it and pass the lead on, whatever happened."""
+        """Run one batch, then settle it and pass the lead on, whatever happened.
+
+        A batch that raised (an interrupt, the map that could not grow) may have
+        settled some requests before its transaction was abandoned: the backend
+        fails those itself (it alone knows whether it committed); a request it left
+        unsettled learns that the batch stopped.
+        """
         following: Request[Any] | None = None
         try:
             self._run_batch(batch)
-            if self._flush is not None:
-                following = self._pass_lead()
-                self._flush(batch)
         except BaseException as exc:  # noqa: BLE001 - every caller of the batch learns of it
             for request in batch:
                 if not request.settled:
@@ -126,26 +125,15 @@ class GroupCommit:
             with self._lock:
                 for request in batch:
                     request.done = True
-                if following is None and self._leading is mine.thread:
-                    self._leading = None
-                    if self._queue:  # the oldest waiting request's thread runs the next batch
-                        following = self._queue[0]
-                        following.lead, self._leading = True, following.thread
-                        following.wake.release()
+                self._leading = None
+                if self._queue:  # the oldest waiting request's thread runs the next batch
+                    following = self._queue[0]
+                    following.lead, self._leading = True, following.thread
+            if following is not None:
+                following.wake.release()
             for request in batch:
                 if request is not mine:
                     request.wake.release()
-
-    def _pass_lead(self) -> Request[Any] | None:
-        """Hand the lead to the oldest queued request (None if nobody waits)."""
-        with self._lock:
-            self._leading = None
-            if not self._queue:
-                return None
-            following = self._queue[0]
-            following.lead, self._leading = True, following.thread
-        following.wake.release()
-        return following
 
     def _check_leader(self, request: Request[Any]) -> None:
         """A follower whose leader's thread is gone without settling it gets an error,
@@ -159,13 +147,10 @@ class GroupCommit:
         request.done = True
 
 
-def run_alone(run_batch: Callable[[Batch], None], body: Callable[[Any], T],
-              flush: Callable[[Batch], None] | None = None) -> T:
+def run_alone(run_batch: Callable[[Batch], None], body: Callable[[Any], T]) -> T:
     """``body`` as a batch of its own, in this thread, without queueing."""
     request: Request[T] = Request(body)
     run_batch([request])
-    if flush is not None:
-        flush([request])
     return request.outcome()
 
 

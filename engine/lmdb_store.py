@@ -262,7 +262,7 @@ def _open_env(key: str, durability: str, map_size: int, *,
                                  readonly=True, lock=False, readahead=False)
             return lmdb.open(
                 key, map_size=map_size, subdir=True, max_dbs=MAX_DBS, sync=sync,
-                metasync=False, readahead=False, max_readers=256, mode=PRIVATE_FILE,
+                metasync=sync, readahead=False, max_readers=256, mode=PRIVATE_FILE,
             )
         except lmdb.MapResizedError:
             continue  # the other process grew the map between our two steps; read it again
@@ -290,8 +290,7 @@ def _open_dbs(env: lmdb.Environment, *, readonly: bool) -> dict[str, Any]:
             with env.begin(write=True) as txn:
                 dbs = existing_dbs(env, txn, write=True)  # an older layout's too, until moved
                 dbs.update({name: env.open_db(name.encode(), txn=txn) for name in NAMED})
-            env.sync(True)  # the meta page is not flushed by the commit (``LMDBStore._flush``)
-            return dbs
+                return dbs
         except lmdb.MapResizedError:
             env.set_mapsize(0)  # no other transaction of ours exists on this new env
 
@@ -655,8 +654,7 @@ class LMDBStore(Observed):
         handle = _acquire_env(self.path, durability, map_size)
         self.env, self.dbs, self._write_lock = handle.env, handle.dbs, handle.write_lock
         self.hot = handle.hot
-        self._durable = self._flush if durability == "durable" else None
-        self._commits = GroupCommit(self._run_batch, str(self.path), self._durable)
+        self._commits = GroupCommit(self._run_batch, str(self.path))
         self.batches = 0  # write transactions committed by this object (each one or more callers)
         self.readonly = handle.readonly
         self._closed = False
@@ -896,7 +894,7 @@ class LMDBStore(Observed):
     def _submit(self, body: _Body[T]) -> T:
         self._guard(write=True)
         if _gate.holding():
-            return run_alone(self._run_batch, body, self._durable)
+            return run_alone(self._run_batch, body)
         return self._commits.submit(body)
 
     def _run_batch(self, batch: Batch) -> None:
@@ -905,58 +903,56 @@ class LMDBStore(Observed):
         With more than one request, each runs in its own nested transaction: one
         that raises (a stale fence, a failing check) is rolled back alone and gets
         its own exception; the others commit together.
+
+        A batch stopped before its transaction committed (the map could not grow, an
+        interrupt) fails the requests that had already succeeded in it: their nested
+        transactions went with the parent's, so none of their records was stored.
         """
-        while True:
-            try:
-                with _gate.shared(), self._write_lock:
-                    with self.env.begin(write=True, buffers=False) as txn:
-                        if len(batch) == 1:
-                            _run_one(txn, batch[0])
-                        else:
-                            _run_nested(self.env, txn, batch)
-                    self.batches += 1
-                break
-            except _Rollback:
-                break  # every request failed on its own: nothing to commit
-            except lmdb.MapFullError:
-                self._grow(self.env.info()["map_size"])
-            except lmdb.MapResizedError:
-                self._adopt_map_size()
-            except lmdb.Error as exc:  # the commit itself failed: every request learns why
+        committed = False
+        try:
+            while True:
+                try:
+                    with _gate.shared(), self._write_lock:
+                        with self.env.begin(write=True, buffers=False) as txn:
+                            if len(batch) == 1:
+                                _run_one(txn, batch[0])
+                            else:
+                                _run_nested(self.env, txn, batch)
+                        committed = True
+                        self.batches += 1
+                    break
+                except _Rollback:
+                    break  # every request failed on its own: nothing to commit
+                except lmdb.MapFullError:
+                    self._grow(self.env.info()["map_size"])
+                except lmdb.MapResizedError:
+                    self._adopt_map_size()
+                except lmdb.Error as exc:  # the commit itself failed: every request learns why
+                    for request in batch:
+                        if request.exc is None:
+                            request.fail(self._translated(exc))
+                    break
+        except BaseException as exc:
+            if not committed:
                 for request in batch:
-                    if request.exc is None:
-                        request.fail(self._translated(exc))
-                break
+                    if request.settled and request.exc is None:
+                        request.fail(self._not_committed(exc))
+            raise
         for request in batch:  # lmdb.Error never escapes the store
             if isinstance(request.exc, lmdb.Error):
                 request.fail(self._translated(request.exc))
 
-    def _flush(self, batch: Batch) -> None:
-        """Make a committed batch durable: flush the meta page its commit wrote.
-
-        The environment is opened with ``metasync=False``: a commit flushes its data
-        pages, then writes the meta page that publishes them without waiting for it
-        (LMDB keeps the store whole either way; a power cut may lose only that last
-        commit). Its callers return only once this flush is done, and the group commit
-        lets the next batch take the writer lock meanwhile: the next batch builds
-        while this one flushes. A failed flush fails every caller (their records are
-        committed, but not known durable) and stops this store's writes.
-
-        A batch whose requests were all refused committed nothing, but is flushed too:
-        the next batch reads what the previous one committed before that one's flush is
-        done, so a refusal (a stale fence, an approval decided already) can rest on a
-        commit not yet on disk; its caller learns of it only once it is.
-        """
-        try:
-            with _gate.shared():
-                self.env.sync(True)
-        except lmdb.Error as exc:
-            self._broken = f"the store at {self.path} failed to flush a commit ({exc}); " \
-                           "the engine refuses further writes; reopen it to recover"
-            for request in batch:
-                error = DurabilityLost(self._broken, path=self.path)
-                error.__cause__ = exc
-                request.fail(error)
+    def _not_committed(self, exc: BaseException) -> StoreError:
+        """What a request that succeeded in a batch abandoned before its commit gets
+        (a new object per caller)."""
+        if isinstance(exc, StoreFull):
+            error: StoreError = StoreFull(self.path, exc.limit, free=exc.free)
+        else:
+            error = StoreError(f"the batch committing to {self.path} with this request stopped "
+                               f"before its transaction committed ({exc!r}); nothing of it was "
+                               "stored", path=self.path)
+        error.__cause__ = exc
+        return error
 
     def _translated(self, exc: lmdb.Error) -> StoreError:
         """The bide error for an LMDB error (a new object each time: one per caller)."""
