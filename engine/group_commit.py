@@ -91,18 +91,43 @@ class GroupCommit:
             self._queue.append(request)
             if self._leading is None:  # nobody is committing: lead at once, no wait
                 request.lead, self._leading = True, request.thread
-        while True:
-            if not request.lead:
-                request.wake.acquire(timeout=_POLL)
-            with self._lock:
-                if request.done:
-                    return request.outcome()
-                if request.lead:
-                    batch, self._queue = self._queue, []
-                    break
-                self._check_leader(request)
+        batch: Batch = []
+        try:
+            while True:
+                if not request.lead:
+                    request.wake.acquire(timeout=_POLL)
+                with self._lock:
+                    if request.done:
+                        return request.outcome()
+                    if request.lead:
+                        batch, self._queue = self._queue, []
+                        break
+                    self._check_leader(request)
+        except BaseException:  # an interrupt while waiting: leave no lead or body behind
+            self._abandon(request, batch)
+            raise
         self._lead(request, batch)
         return request.outcome()
+
+    def _abandon(self, request: Request[Any], batch: Batch) -> None:
+        """A caller left ``submit`` while its request waited (an interrupt). A request
+        still queued leaves the queue (its body never runs); one handed the lead passes
+        it on (with the batch it took, if it took one), else every later commit of the
+        process would wait for a thread that no longer leads (it is alive, so
+        ``_check_leader`` would never step in). A request already in a running batch is
+        settled by that batch; nobody reads it."""
+        following: Request[Any] | None = None
+        with self._lock:
+            if request in self._queue:
+                self._queue.remove(request)
+            self._queue[:0] = [r for r in batch if r is not request]
+            if request.lead and self._leading is request.thread:
+                self._leading = None
+                if self._queue:
+                    following = self._queue[0]
+                    following.lead, self._leading = True, following.thread
+        if following is not None:
+            following.wake.release()
 
     def _lead(self, mine: Request[Any], batch: Batch) -> None:
         """Run one batch, then settle it and pass the lead on, whatever happened.

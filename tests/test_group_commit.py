@@ -343,3 +343,66 @@ def test_many_threads_commit_at_once_every_seq_once(tmp_path, round_):
                     [f"t{t}-{i}" for i in range(25)]
     finally:
         store.close()
+
+
+class _Interrupted(BaseException):
+    """Stands for a KeyboardInterrupt reaching a waiting caller (pytest keeps the real one)."""
+
+
+def test_a_caller_interrupted_as_it_is_handed_the_lead_passes_it_on(store, monkeypatch):
+    """(Found in review.) A caller interrupted while it waited, just as the lead was
+    handed to it, left the lead with its thread; the thread lived on, so every later
+    commit of the process waited for it forever. Now the lead passes to the next queued
+    request, and the interrupted request's body never runs."""
+    from bide.engine import group_commit
+
+    class Request(group_commit.Request):
+        __slots__ = ()
+
+        def __init__(self, body: Any) -> None:
+            super().__init__(body)
+            if threading.current_thread().name != "test-victim":
+                return
+            lock, me = self.wake, self
+
+            class Wake:
+                def acquire(self, timeout: float = -1) -> bool:
+                    got = lock.acquire(timeout=timeout)
+                    if me.lead:
+                        raise _Interrupted
+                    return got
+
+                def release(self) -> None:
+                    lock.release()
+
+            self.wake = Wake()  # type: ignore[assignment]
+
+    monkeypatch.setattr(group_commit, "Request", Request)
+    inside, stay = threading.Event(), threading.Event()
+
+    def hold(reader: Any) -> None:
+        inside.set()
+        wait_until(lambda: queued(store) >= 2, "the victim and the next caller to queue")
+
+    def victim() -> str:
+        try:
+            store.commit([created("victim")])
+        except _Interrupted:
+            assert stay.wait(DEADLINE)  # alive, as a thread that caught the interrupt is
+            return "interrupted"
+        return "committed"
+
+    out = Outcomes()
+    out.start("holder", lambda: store.commit([created("holder")], check=hold))
+    assert inside.wait(DEADLINE)
+    out.start("victim", victim)
+    wait_until(lambda: queued(store) >= 1, "the victim to queue")
+    out.start("next", lambda: store.commit([created("next")]))
+    wait_until(lambda: "next" in out.got, "the next caller's commit (it waited forever before)")
+    stay.set()
+    got = out.join()
+    assert got["victim"] == "interrupted"
+    assert isinstance(got["next"], list) and isinstance(got["holder"], list), got
+    with store.reader() as r:
+        assert r.head("victim") is None and r.head("next") is not None
+    assert store.commit([created("after")])  # the queue still works
