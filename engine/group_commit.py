@@ -122,10 +122,7 @@ class GroupCommit:
                 self._queue.remove(request)
             self._queue[:0] = [r for r in batch if r is not request]
             if request.lead and self._leading is request.thread:
-                self._leading = None
-                if self._queue:
-                    following = self._queue[0]
-                    following.lead, self._leading = True, following.thread
+                following = self._hand_lead()
         if following is not None:
             following.wake.release()
 
@@ -150,15 +147,22 @@ class GroupCommit:
             with self._lock:
                 for request in batch:
                     request.done = True
-                self._leading = None
-                if self._queue:  # the oldest waiting request's thread runs the next batch
-                    following = self._queue[0]
-                    following.lead, self._leading = True, following.thread
+                following = self._hand_lead()
             if following is not None:
                 following.wake.release()
             for request in batch:
                 if request is not mine:
                     request.wake.release()
+
+    def _hand_lead(self) -> Request[Any] | None:
+        """The lead is given up (the lock held): the oldest queued request's thread runs
+        the next batch. Returns that request, to wake once the lock is released."""
+        self._leading = None
+        if not self._queue:
+            return None
+        following = self._queue[0]
+        following.lead, self._leading = True, following.thread
+        return following
 
     def _check_leader(self, request: Request[Any]) -> None:
         """A follower whose leader's thread is gone without settling it gets an error,
