@@ -196,12 +196,17 @@ def test_full_every_bounds_the_deltas_replayed_to_read_a_state(tmp_path: Path) -
 
 def test_quick_measures_concurrent_runs_and_the_fan_out_cost(quick_results: dict) -> None:
     got = quick_results["concurrency"]
-    assert [r["runs"] for r in got["runs"]] == [1, 2, 4, 8]
+    assert [(r["runs"], r["durability"]) for r in got["runs"]] == [
+        (1, "durable"), (2, "durable"), (4, "durable"), (8, "durable"), (1, "fast"), (8, "fast")]
     for r in got["runs"]:
         assert r["steps_per_s"] > 0 and r["transactions"] > 0
         assert r["commits_per_transaction"] >= 1.0  # a transaction holds at least one commit
     assert got["runs"][0]["ratio"] == 1.0
     assert got["fanout"]["fanout4"]["transactions_per_superstep"] > 0
+    eight = next(t for t in quick_results["targets"]
+                 if t["target"] == "8 concurrent durable runs vs one (steps/s, one process)")
+    ceiling = got["runs"][-1]["ratio"]
+    assert f"no flush at all: {ceiling:.2f}x" in eight["detail"]
     names = {t["target"] for t in quick_results["targets"]}
     assert {"8 concurrent durable runs vs one (steps/s, one process)",
             "fan-out-4 superstep's durable cost vs a chain superstep's"} <= names
