@@ -236,7 +236,7 @@ def test_an_output_held_past_its_bound_rides_if_its_last_sibling_finished_within
     sibling's call had not yet returned, not against when that sibling finished:
     a sibling that finished within the bound but returned after it made the held
     output commit alone (one commit more, nothing lost)."""
-    bound = 0.3
+    bound = 0.5  # the sibling finishes well within it, however loaded the machine
     monkeypatch.setattr(tasks, "SIBLING_BOUND", bound)
     held = threading.Event()
     real = faults.point
