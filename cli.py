@@ -24,7 +24,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -62,7 +61,6 @@ from . import (
 )
 from . import compact as compact_home
 from . import open as open_home
-from .engine.follow import follow_again  # bide log --follow's retry
 from .engine.render import (  # text for people
     ago,
     clip,
@@ -335,25 +333,30 @@ def _follow(engine: Engine, run_id: str, as_json: bool, *, through_pauses: bool)
     does not end it: it says so on stderr once per outage and follows again from the
     last event printed, with no gap and no repeat.
     """
-    away = False
-
-    def lost(exc: StoreError) -> None:
-        nonlocal away
-        if not away:
-            click.echo(f"log: cannot read the store now ({exc}); trying again", err=True)
-        away = True
-
-    events = follow_again(
-        lambda cursor: engine.follow(run_id, since=cursor, through_pauses=through_pauses),
-        pause=0.1, most=FOLLOW_RETRY_MAX, away=lost)
+    cursor, pause, away = None, 0.1, False
     try:
-        with closing(events):
-            for event in events:
-                if away:
-                    click.echo("log: the store is back; following on", err=True)
-                    away = False
-                click.echo(_event_line(event, as_json))
-                sys.stdout.flush()
+        while True:
+            events = None
+            try:
+                events = engine.follow(run_id, since=cursor, through_pauses=through_pauses)
+                for event in events:
+                    if away:
+                        click.echo("log: the store is back; following on", err=True)
+                        away, pause = False, 0.1
+                    click.echo(_event_line(event, as_json))
+                    sys.stdout.flush()
+                    cursor = event.seq
+                return
+            except StoreError as exc:
+                if not away:
+                    click.echo(f"log: cannot read the store now ({exc}); trying again",
+                               err=True)
+                away = True
+            finally:
+                if events is not None:
+                    events.close()
+            time.sleep(pause)
+            pause = min(pause * 2, FOLLOW_RETRY_MAX)
     except KeyboardInterrupt:
         raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 

@@ -13,7 +13,7 @@ lock per run), so "after the cursor" has no gaps and no repeats.
 A store that cannot be read (a PostgreSQL outage longer than its reconnect time)
 ends the follow with ``StoreError``: the caller holds the cursor and chooses how
 long to wait for the server (``bide log --follow`` and ``bide serve``'s streams
-follow again from it with ``follow_again``; a script may rather fail).
+follow again from it; a script may rather fail).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Generator
 from typing import Any
 
-from .errors import FollowTimeout, StoreError, UnknownRun
+from .errors import FollowTimeout, UnknownRun
 from .events import Event, read_event
 from .offload import off_loop
 from .store import Store
@@ -59,40 +59,6 @@ def follow(store: Store, run_id: str, *, since: int | None = None,
         raise ValueError(f"fallback must be a positive number of seconds, not {fallback!r}")
     return _follow(store, run_id, since, through_pauses, timeout, fallback,
                    stop or threading.Event())
-
-
-def follow_again(open_at: Callable[[int | None], Events], since: int | None = None, *,
-                 pause: float, most: float, stop: threading.Event | None = None,
-                 away: Callable[[StoreError], object] | None = None,
-                 then: Callable[[], object] | None = None) -> Iterator[Event]:
-    """The events of ``open_at(cursor)`` (a follow after ``cursor``), through outages.
-
-    A ``StoreError`` (the store away) is told to ``away``, then the follow opens again
-    after the last event yielded, with no gap and no repeat: ``pause`` seconds later,
-    doubled each failure up to ``most``, back to ``pause`` once an event came. It ends
-    when a follow ends (``then`` is called first, under the same retry), or once ``stop``
-    is set. Close it to release the follow it holds.
-    """
-    stop = stop or threading.Event()
-    cursor, wait = since, pause
-    while not stop.is_set():
-        events = None
-        try:
-            events = open_at(cursor)
-            for event in events:
-                yield event
-                cursor, wait = event.seq, pause
-            if then is not None:
-                then()
-            return
-        except StoreError as exc:
-            if away is not None:
-                away(exc)
-        finally:
-            if events is not None:
-                events.close()
-        stop.wait(wait)
-        wait = min(wait * 2, most)
 
 
 def _follow(store: Store, run_id: str, since: int | None, through_pauses: bool,

@@ -19,12 +19,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import closing
 from typing import Any
 
 from .change_feed import ChangeFeed, ObservedFeed
 from .errors import RecordError, StoreError
-from .follow import follow, follow_again
+from .follow import follow
 from .render import to_json
 from .scripting import iso_times
 from .store import Reader, Store
@@ -118,18 +117,25 @@ def run_messages(store: Store, run_id: str, since: int | None,
     follow(store, run_id, since=since).close()  # UnknownRun now, not in the thread
 
     def produce(put: Callable[[str], bool], stop: threading.Event) -> None:
-        def end() -> None:  # within follow_again's retry: a status read that fails, too
-            if not stop.is_set():
-                put(message("end", {"run_id": run_id, "status": _status(store, run_id)}))
-
-        events = follow_again(
-            lambda cursor: follow(store, run_id, since=cursor, through_pauses=True,
-                                  fallback=fallback, stop=stop),
-            since, pause=fallback, most=RETRY_MAX, stop=stop, then=end)
-        with closing(events):  # the client left: the follow ends after its wait
-            for event in events:
-                if not put(message(event.kind, event.to_dict(), seq=event.seq)):
-                    return
+        cursor, pause = since, fallback
+        while not stop.is_set():
+            events = None
+            try:  # the client left: the follow ends after its wait
+                events = follow(store, run_id, since=cursor, through_pauses=True,
+                                fallback=fallback, stop=stop)
+                for event in events:
+                    if not put(message(event.kind, event.to_dict(), seq=event.seq)):
+                        return
+                    cursor, pause = event.seq, fallback
+                if not stop.is_set():
+                    put(message("end", {"run_id": run_id, "status": _status(store, run_id)}))
+                return
+            except StoreError:  # the server restarting: follow again from the cursor
+                stop.wait(pause)
+                pause = min(pause * 2, RETRY_MAX)
+            finally:
+                if events is not None:
+                    events.close()
 
     return produce
 
