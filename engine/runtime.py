@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
@@ -250,14 +251,24 @@ class Engine(Surface):
             A ``RecoverReport``: the list of runs this call advanced, as they stand
             afterwards, with what became of every other run it looked at.
         """
+        return self._recover_all(max_age, max_attempts)
+
+    def _recover_all(self, max_age: float, max_attempts: int, *,
+                     resume: Callable[[RunHead, str], Run] | None = None,
+                     told: Callable[[RecoveredRun], None] | None = None) -> RecoverReport:
+        """``recover``'s pass; a watcher's ``once`` passes its own ``resume`` (given the
+        run's head) and is ``told`` each run not advanced, as the pass goes."""
         advanced: list[Run] = []
         entries: list[tuple[float, RecoveredRun]] = []
         for head in self._runnable():
-            entry = self._recover_one(head, max_age, max_attempts)
+            entry = self._recover_one(head, max_age, max_attempts,
+                                      None if resume is None else functools.partial(resume, head))
             if isinstance(entry, Run):
                 advanced.append(entry)
                 entry = RecoveredRun(run_id=head.run_id, outcome="advanced", was=head.status,
                                      status=str(entry.status), reason=entry.error)
+            elif told is not None:
+                told(entry)
             entries.append((head.created_at, entry))
         entries.sort(key=lambda pair: pair[0], reverse=True)  # newest first, as runs()
         return RecoverReport(advanced, [entry for _, entry in entries])

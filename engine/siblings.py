@@ -148,13 +148,15 @@ class Siblings(Generic[R]):
 
     def _watch(self) -> None:
         """Until every call ended: commit each held output whose bound passed before
-        its last sibling finished (at once if it passed while this thread waited)."""
+        its last sibling finished (at once if it passed while this thread waited), judged
+        against that finish once every task finished, not against when this thread woke."""
         first = True
         with self._lock:
             self._watching = True
             while True:
                 ended = self._ended == len(self._outcomes)
-                until = self._all_at if ended else time.monotonic()
+                # the last sibling's finish, once known (its call may not have returned)
+                until = self._all_at if ended or self._all_at is not None else time.monotonic()
                 due = [] if until is None else [
                     t for t, (at, _) in self._held.items() if at + self.bound <= until]
                 if due:
@@ -169,7 +171,9 @@ class Siblings(Generic[R]):
                 if ended:
                     return
                 now = time.monotonic()
-                if self._held:
+                if self._all_at is not None:  # nothing comes due now: the last call wakes it
+                    self._changed.wait()
+                elif self._held:
                     self._changed.wait(min(at for at, _ in self._held.values()) + self.bound
                                        - now)
                 elif first:  # small nodes end within a bound: no wake-up for their outputs

@@ -115,20 +115,15 @@ class Watcher:
         if not self.stop.is_set():
             self.schedules.fire(offer=False)  # due slots' runs: recovered below
         runs: list[Run] = []
-        if not self.stop.is_set():  # what engine.recover does, saying each step
-            seen = self.engine._runnable()
-            for head in seen:
-                outcome = self.engine._recover_one(
-                    head, self.max_orphan_age, self.max_attempts,
-                    resume=functools.partial(self._resume, head))
-                if isinstance(outcome, Run):
-                    runs.append(outcome)
-                else:
-                    self._log_entry(outcome)
+        if not self.stop.is_set():  # engine.recover, saying each step
+            report = self.engine._recover_all(self.max_orphan_age, self.max_attempts,
+                                              resume=self._resume, told=self._log_entry)
+            runs = report.advanced
+            seen = {entry.run_id for entry in report.entries}
             with self.engine.store.reader() as r:
                 held = leased_elsewhere(r, self.engine.owner, self.engine.clock())
             for head, why in held:
-                if any(h.run_id == head.run_id for h in seen):
+                if head.run_id in seen:
                     continue  # said above (fenced off it, say)
                 self.events.run_skipped(head.run_id, head.flow, why, holder=head.lease_owner)
         return {"files": files, "runs": runs}

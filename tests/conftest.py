@@ -15,6 +15,7 @@ from typing import Any
 import bide
 import pytest
 from bide.bench.crashkit import count_effects, run_worker
+from bide.engine.lmdb_store import LMDBStore
 
 APPS = Path(__file__).parent / "apps"
 
@@ -22,6 +23,15 @@ APPS = Path(__file__).parent / "apps"
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
+
+
+@pytest.fixture
+def store(home: Path) -> Iterator[LMDBStore]:
+    """An LMDB store in a fresh home, whatever ``--store`` says (for the tests of LMDB's
+    own machinery: its hot cache, its group commit)."""
+    s = LMDBStore(home, durability="fast")
+    yield s
+    s.close()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

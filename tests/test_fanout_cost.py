@@ -7,11 +7,11 @@ whatever the machine's load.
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any
 
 import bide
 from bide.bench.workloads import Workload
 from bide.engine import latest, maintenance, task_threads, tasks
+from cost_helpers import run_workload, spy
 
 
 class _CountedNodes(dict):
@@ -85,19 +85,10 @@ def test_the_next_nodes_come_in_definition_order_and_joins_wait():
 def test_siblings_appends_to_one_list_are_folded_into_the_index_at_once(engine, monkeypatch):
     """Four siblings appending to one list each decoded, re-encoded and rewrote its
     tail in the write transaction; joined, a superstep's checkpoint appends once."""
-    appends: list[int] = []
-    real = latest._append
-
-    def counted(tables: Any, run_id: str, found: Any, name: str, items: list[Any]) -> None:
-        appends.append(len(items))
-        real(tables, run_id, found, name, items)
-
-    monkeypatch.setattr(latest, "_append", counted)
+    appends = spy(monkeypatch, latest, "_append",
+                  lambda tables, run_id, found, name, items: len(items))
     w = Workload("fanout4", 12, 100)
-    flow = w.flow()
-    engine.register(flow)
-    run = engine.start(flow.name, w.initial(), run_id="fan")
-    assert run.status == bide.Status.DONE and run.state == w.expected()
+    run_workload(engine, w, "fan")
     # one append of the 4 siblings' items a superstep (0: the first, full snapshot's list)
     assert appends.count(4) == 12 and set(appends) <= {0, 4}, appends
     with engine.store.reader() as r:
@@ -118,14 +109,7 @@ def test_coalesced_joins_only_adjacent_appends_to_one_key():
 def test_a_fan_out_superstep_waits_once_for_its_tasks(monkeypatch):
     """Every result in hand, a second wait on the four futures (taking each one's lock
     again) bought nothing: it runs only when a call raised, to let the others end."""
-    waits: list[int] = []
-    real = concurrent.futures.wait
-
-    def counted(fs: Any, *args: Any, **kwargs: Any) -> Any:
-        waits.append(len(fs))
-        return real(fs, *args, **kwargs)
-
-    monkeypatch.setattr(concurrent.futures, "wait", counted)
+    waits = spy(monkeypatch, concurrent.futures, "wait", lambda fs, *args, **kwargs: len(fs))
     threads = task_threads.TaskThreads("t")
     try:
         for _ in range(5):
@@ -151,16 +135,6 @@ def test_a_fan_out_superstep_waits_once_for_its_tasks(monkeypatch):
 def test_a_fan_out_superstep_counts_its_tasks_once(engine, monkeypatch):
     """The tasks per node were counted twice a superstep (for the backlog, then for
     the threads): once is enough when every task has a slot."""
-    counted: list[int] = []
-    real = tasks._counts
-
-    def counting(todo: Any) -> dict[str, int]:
-        counted.append(len(todo))
-        return real(todo)
-
-    monkeypatch.setattr(tasks, "_counts", counting)
-    w = Workload("fanout4", 12, 100)
-    flow = w.flow()
-    engine.register(flow)
-    assert engine.start(flow.name, w.initial(), run_id="fan").state == w.expected()
+    counted = spy(monkeypatch, tasks, "_counts", lambda todo: len(todo))
+    run_workload(engine, Workload("fanout4", 12, 100), "fan")
     assert counted == [4] * 12

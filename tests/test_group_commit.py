@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import lmdb
@@ -88,13 +87,6 @@ def batched(store: LMDBStore, requests: dict[str, Callable[[], Any]]) -> dict[st
     assert store.batches - before == 1 + any_ok, \
         f"the requests did not share one transaction: {store.batches - before - 1} for them"
     return got
-
-
-@pytest.fixture
-def store(tmp_path: Path):
-    s = LMDBStore(tmp_path / "home", durability="fast")
-    yield s
-    s.close()
 
 
 def test_queued_commits_share_one_transaction_and_each_gets_its_own_seqs(store):

@@ -120,13 +120,6 @@ def test_a_transaction_that_did_not_begin_here_gets_no_layer():
 
 
 # -- a store --------------------------------------------------------------------------
-@pytest.fixture
-def store(tmp_path: Path):
-    s = LMDBStore(tmp_path / "home", durability="fast")
-    yield s
-    s.close()
-
-
 def test_runs_fill_the_cache_and_it_stays_exact(tmp_path):
     w = Workload("long", 30, 100)
     with bide.open(tmp_path / "home", durability="fast") as e:

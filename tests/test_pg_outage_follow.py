@@ -19,6 +19,7 @@ from bide.cli import main
 from bide.engine import pg_home
 from bide.formats import RunCreated, StatusChanged
 from click.testing import CliRunner
+from pg_outage_helpers import commit_elsewhere, give_up_within, server_away
 
 pytest.importorskip("psycopg")
 from bide.engine.pg_store import PostgresStore  # noqa: E402  (needs psycopg)
@@ -28,16 +29,12 @@ OUTAGE = 2.5  # longer than a follow's fallback re-read (2 s): a read meets it
 
 
 def test_log_follow_follows_on_after_the_server_was_away(pg_cluster, pg_url, monkeypatch):
-    other = PostgresStore(pg_url, durability="durable")
-    try:
-        other.commit([RunCreated(run_id="r", flow="job", at=1.0)])
-    finally:
-        other.close()
+    commit_elsewhere(pg_url, [RunCreated(run_id="r", flow="job", at=1.0)])
     real, opened = pg_home.open_store, threading.Event()
 
     def short_reconnect(*args: Any, **kwargs: Any) -> PostgresStore:
         store = real(*args, **kwargs)
-        store.reconnect_timeout = store._pool.timeout = 0.2  # away longer than this
+        give_up_within(store, 0.2)  # away longer than this
         opened.set()
         return store
 
@@ -46,16 +43,9 @@ def test_log_follow_follows_on_after_the_server_was_away(pg_cluster, pg_url, mon
     def outage_then_done() -> None:
         assert opened.wait(DEADLINE)
         time.sleep(0.5)  # the follower reads the run's first record meanwhile
-        pg_cluster.stop("immediate")
-        try:
+        with server_away(pg_cluster):
             time.sleep(OUTAGE)
-        finally:
-            pg_cluster.start()
-        store = PostgresStore(pg_url, durability="durable")
-        try:
-            store.commit([StatusChanged(run_id="r", status=Status.DONE)])
-        finally:
-            store.close()
+        commit_elsewhere(pg_url, [StatusChanged(run_id="r", status=Status.DONE)])
 
     later = threading.Thread(target=outage_then_done, name="test-outage", daemon=True)
     later.start()

@@ -20,6 +20,7 @@ from bide.engine.errors import StoreError
 from bide.engine.inbox import Inbox, drop_decision
 from bide.formats import ApprovalDecided
 from conftest import APPS
+from pg_outage_helpers import give_up_within, server_away
 
 pytest.importorskip("psycopg")
 
@@ -39,18 +40,15 @@ def test_a_file_whose_commit_meets_an_outage_stays_claimed_and_is_recorded_once_
         eng.register(*wake_app.flows)
         eng.start("ask", run_id="q")
         (pending,) = eng.pending()
-        eng.store.reconnect_timeout = eng.store._pool.timeout = 0.2  # away longer than this
+        give_up_within(eng.store, 0.2)  # away longer than this
         real, away = eng.store.commit, []
 
         def commit_in_an_outage(*args: Any, **kwargs: Any) -> Any:
             if away:
                 return real(*args, **kwargs)
             away.append(True)
-            pg_cluster.stop("immediate")  # the checks read the store; the commit finds it gone
-            try:
+            with server_away(pg_cluster):  # the checks read the store; the commit finds it gone
                 return real(*args, **kwargs)
-            finally:
-                pg_cluster.start()
 
         monkeypatch.setattr(eng.store, "commit", commit_in_an_outage)
         inbox = Inbox(eng)

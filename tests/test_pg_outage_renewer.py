@@ -19,6 +19,7 @@ import pytest
 from bide import Status
 from bide.engine.errors import StaleLease
 from bide.formats import LeaseAcquired
+from pg_outage_helpers import give_up_within, server_away
 from polling import wait_for
 
 pytest.importorskip("psycopg")
@@ -54,11 +55,8 @@ def _started(eng: Any, out: list) -> threading.Thread:
 
 def _outage(pg_cluster: Any) -> float:
     """Stop the server as a crash would, keep it away, start it; when it was back."""
-    pg_cluster.stop("immediate")
-    try:
+    with server_away(pg_cluster):
         time.sleep(OUTAGE)
-    finally:
-        pg_cluster.start()
     return time.time()
 
 
@@ -79,7 +77,7 @@ def test_the_lease_is_renewed_again_once_the_server_is_back(tmp_path, pg_cluster
     entered, go_on, out = threading.Event(), threading.Event(), []
     with bide.open(pg_url, local=tmp_path, durability="durable", lease_ttl=TTL) as eng:
         eng.register(_blocking_flow(entered, go_on))
-        eng.store.reconnect_timeout = eng.store._pool.timeout = 0.2
+        give_up_within(eng.store, 0.2)
         worker = _started(eng, out)
         try:
             assert entered.wait(DEADLINE)
@@ -98,7 +96,7 @@ def test_a_worker_whose_lease_was_taken_in_the_outage_is_refused_at_its_next_com
     entered, go_on, out = threading.Event(), threading.Event(), []
     with bide.open(pg_url, local=tmp_path, durability="durable", lease_ttl=TTL) as eng:
         eng.register(_blocking_flow(entered, go_on))
-        eng.store.reconnect_timeout = eng.store._pool.timeout = 0.2
+        give_up_within(eng.store, 0.2)
         worker = _started(eng, out)
         try:
             assert entered.wait(DEADLINE)

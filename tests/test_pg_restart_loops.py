@@ -23,6 +23,7 @@ from bide.engine.inbox import drop_decision
 from bide.engine.serve_events import home_messages, run_messages
 from bide.formats import SCHEDULES_RUN, RunCreated, StatusChanged
 from conftest import APPS, count_lines
+from pg_outage_helpers import commit_elsewhere, give_up_within, server_away
 from polling import wait_for
 
 pytest.importorskip("psycopg")
@@ -53,11 +54,10 @@ def test_a_schedule_fires_after_a_restart_while_its_thread_opens_its_feed(
         def opened_in_an_outage(run_id: str):  # the real feed, on a server that is down
             if run_id != SCHEDULES_RUN or restarted.is_set():
                 return real(run_id)
-            pg_cluster.stop("immediate")
             try:
-                return real(run_id)
+                with server_away(pg_cluster):
+                    return real(run_id)
             finally:
-                pg_cluster.start()
                 restarted.set()
 
         monkeypatch.setattr(eng.store, "change_feed", opened_in_an_outage)
@@ -95,16 +95,9 @@ def test_the_serve_home_stream_reads_on_after_the_server_was_away(pg_cluster, pg
                                name="test-home-stream", daemon=True)
     try:
         reading.start()
-        pg_cluster.stop("immediate")
-        try:
+        with server_away(pg_cluster):
             time.sleep(0.6)  # a few reads fail meanwhile
-        finally:
-            pg_cluster.start()
-        other = PostgresStore(pg_url, durability="durable")
-        try:
-            other.commit([RunCreated(run_id="after", flow="job", at=1.0)])
-        finally:
-            other.close()
+        commit_elsewhere(pg_url, [RunCreated(run_id="after", flow="job", at=1.0)])
         assert wait_for(lambda: any('"after"' in m for m in said) or not reading.is_alive(),
                         DEADLINE), said
         assert reading.is_alive(), said
@@ -128,21 +121,18 @@ def test_a_decision_file_landing_while_the_server_is_away_is_taken_once_it_is_ba
         eng.register(*wake_app.flows)
         eng.start("ask", run_id="q")
         (pending,) = eng.pending()
-        eng.store.reconnect_timeout = eng.store._pool.timeout = 0.3  # away longer than this
+        give_up_within(eng.store, 0.3)  # away longer than this
         watcher = bide.Watcher(eng, rescan=3600, workers=1, log=lines.append)
         serving = threading.Thread(target=watcher.serve, name="test-watcher", daemon=True)
         serving.start()
         try:
             assert wait_for(lambda: any("listening for wake-ups" in x for x in lines),
                             DEADLINE), lines
-            pg_cluster.stop("immediate")
-            try:
+            with server_away(pg_cluster):
                 drop_decision(tmp_path, pending["approval_id"], Decision.APPROVE, by="t",
                               inbox=eng.doors.inbox)
                 assert wait_for(lambda: any(x.startswith("inbox: cannot") for x in lines)
                                 or watcher.stop.is_set(), DEADLINE), lines
-            finally:
-                pg_cluster.start()
             assert wait_for(lambda: count_lines(effects).get("resumed q") == 1
                             or watcher.stop.is_set(), DEADLINE), lines
             assert not watcher.stop.is_set(), lines
@@ -169,16 +159,9 @@ def test_the_serve_run_stream_follows_on_after_the_server_was_away(pg_cluster, p
     try:
         reading.start()
         assert wait_for(lambda: any("run_created" in m for m in said), DEADLINE), said
-        pg_cluster.stop("immediate")
-        try:
+        with server_away(pg_cluster):
             time.sleep(0.6)  # a few reads fail meanwhile
-        finally:
-            pg_cluster.start()
-        other = PostgresStore(pg_url, durability="durable")
-        try:
-            other.commit([StatusChanged(run_id="r", status=Status.DONE)])
-        finally:
-            other.close()
+        commit_elsewhere(pg_url, [StatusChanged(run_id="r", status=Status.DONE)])
         assert wait_for(lambda: any(m.startswith("event: end") for m in said)
                         or not reading.is_alive(), DEADLINE), said
         assert sum(m.count("event: run_created") for m in said) == 1, said  # not twice
@@ -203,12 +186,9 @@ def test_a_watcher_stopped_while_its_waker_connects_in_an_outage_stops_quietly(
         assert real is not None
 
         def listened_in_an_outage(stop: threading.Event):
-            pg_cluster.stop("immediate")
-            try:
+            with server_away(pg_cluster):
                 connecting.set()
                 return real(stop)  # retries until the server is back, or the stop
-            finally:
-                pg_cluster.start()
 
         monkeypatch.setattr(watcher, "_changes", listened_in_an_outage)
         failure: list[BaseException] = []

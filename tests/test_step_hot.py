@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,9 @@ import bide
 import pytest
 from bide.bench.memory import run_in_memory
 from bide.bench.workloads import Workload
-from bide.engine import maintenance, tasks
+from bide.engine import faults, maintenance, tasks
 from bide.engine import store as store_module
+from bide.engine.store import WriteEvent
 from bide.formats import Checkpoint, decode, encode
 from bide.formats import codec as codec_module
 
@@ -226,3 +228,44 @@ def test_the_memory_baseline_runs_a_fan_out_as_the_engine_does():
     state, steps = run_in_memory(flow, w.initial())
     assert state == w.expected() and steps == 6
     assert threads.count(threading.main_thread()) == 6  # one task a superstep, inline
+
+
+def test_an_output_held_past_its_bound_rides_if_its_last_sibling_finished_within_it(
+        engine, monkeypatch):
+    """The waiting thread judged a held output against the time it woke while a
+    sibling's call had not yet returned, not against when that sibling finished:
+    a sibling that finished within the bound but returned after it made the held
+    output commit alone (one commit more, nothing lost)."""
+    bound = 0.5  # the sibling finishes well within it, however loaded the machine
+    monkeypatch.setattr(tasks, "SIBLING_BOUND", bound)
+    held = threading.Event()
+    real = faults.point
+
+    def point(name: str) -> None:
+        if name == "sibling_output_held":
+            if threading.current_thread() is threading.main_thread():
+                held.set()  # "fast" finished (the waiting thread's own task): held next
+            else:
+                time.sleep(2 * bound)  # "slow" finished, its call returns past the bound
+        real(name)
+
+    def slow(state, ctx):
+        if not held.wait(30):
+            raise AssertionError("the waiting thread's task never finished")
+        return {"slow": 1}
+
+    flow = bide.Flow("late-return")
+    flow.node(start=True, name="slow")(slow)
+    flow.node(start=True, name="fast")(lambda state, ctx: {"fast": 1})  # the waiting thread's
+    monkeypatch.setattr(faults, "point", point)
+    commits: list[WriteEvent] = []
+    stop = engine.store.on_commit(commits.append)
+    try:
+        engine.register(flow)
+        run = engine.start("late-return", run_id="r-late")
+    finally:
+        stop()
+    assert run.status == bide.Status.DONE and run.state == {"slow": 1, "fast": 1}
+    types = [t for _, t, _ in engine.records("r-late")]
+    assert types.count("pending_write") == 0, "the held output committed alone"
+    assert len(commits) == 2, commits  # the run and its lease; the checkpoint and the release

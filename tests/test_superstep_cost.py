@@ -21,6 +21,7 @@ from bide.bench.memory import run_in_memory
 from bide.bench.workloads import Workload
 from bide.engine import latest, maintenance, task_threads, tasks
 from bide.formats import Checkpoint
+from cost_helpers import run_workload, spy
 
 
 def watch(flow: bide.Flow, note: Callable[[], Any]) -> None:
@@ -38,18 +39,9 @@ def test_a_fan_out_run_keeps_its_task_threads_across_supersteps(engine, monkeypa
     w = Workload("fanout4", 12, 100)
     flow = w.flow()
     seen: list[threading.Thread] = []  # the Thread objects themselves: idents are reused
-    pools: list[task_threads.TaskThreads] = []
-    made = task_threads.TaskThreads.__init__
-
-    def counted(self: task_threads.TaskThreads, name: str) -> None:
-        made(self, name)
-        pools.append(self)
-
-    monkeypatch.setattr(task_threads.TaskThreads, "__init__", counted)
+    pools = spy(monkeypatch, task_threads.TaskThreads, "__init__", lambda self, name: self)
     watch(flow, lambda: seen.append(threading.current_thread()))
-    engine.register(flow)
-    run = engine.start(flow.name, w.initial(), run_id="fan")
-    assert run.status == bide.Status.DONE and run.state == w.expected()
+    run_workload(engine, w, "fan", flow)
     workers = {t for t in seen if t is not threading.main_thread()}
     assert len(seen) == 4 * 12  # 12 supersteps of 4 tasks
     assert len(workers) <= 4, f"{len(workers)} task threads for 12 supersteps of 4 tasks"
@@ -75,19 +67,9 @@ def test_the_memory_baseline_keeps_its_threads_too():
 def test_folding_a_delta_lists_no_key_of_the_run(engine, monkeypatch):
     """A delta folds in O(1): listing every chunk key of a growing list (only a full
     snapshot replaces them) made each step O(run length)."""
-    calls: list[str] = []
-    keys_in = latest._keys_in
-
-    def counted(run_id, found):
-        calls.append(run_id)
-        return keys_in(run_id, found)
-
-    monkeypatch.setattr(latest, "_keys_in", counted)
+    calls = spy(monkeypatch, latest, "_keys_in", lambda run_id, found: run_id)
     w = Workload("long", 150, 100)
-    flow = w.flow()
-    engine.register(flow)
-    run = engine.start(flow.name, w.initial(), run_id="long")
-    assert run.status == bide.Status.DONE and run.state == w.expected()
+    run_workload(engine, w, "long")
     with engine.store.reader() as r:
         fulls = [seq for seq, rtype in r.run_entries("long")
                  if rtype == "checkpoint" and r.record(seq).full]
@@ -136,17 +118,8 @@ def test_folding_a_delta_reads_each_entry_once():
 
 def test_a_chain_superstep_makes_no_sibling_countdown(engine, monkeypatch):
     """One task has no sibling to wait for: no lock and condition made per superstep."""
-    made: list[int] = []
-    init = tasks._Countdown.__init__
-
-    def counted(self, *args, **kwargs):
-        made.append(1)
-        init(self, *args, **kwargs)
-
-    monkeypatch.setattr(tasks._Countdown, "__init__", counted)
-    w = Workload("long", 30, 100)
-    engine.register(w.flow())
-    assert engine.start(w.flow().name, w.initial(), run_id="chain").state == w.expected()
+    made = spy(monkeypatch, tasks._Countdown, "__init__", lambda self, *args, **kwargs: 1)
+    run_workload(engine, Workload("long", 30, 100), "chain")
     assert made == []
 
 
@@ -161,9 +134,7 @@ def test_a_fan_out_whose_tasks_all_have_a_slot_makes_no_semaphore(engine, monkey
             super().__init__(value)
 
     monkeypatch.setattr(threading, "BoundedSemaphore", Counted)
-    w = Workload("fanout4", 5, 100)
-    engine.register(w.flow())
-    assert engine.start(w.flow().name, w.initial(), run_id="fan").state == w.expected()
+    run_workload(engine, Workload("fanout4", 5, 100), "fan")
     assert made == []
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import bide
 import pytest
+from bide.engine import store as store_module
 from bide.engine.inbox import drop_decision
 from bide.engine.lmdb_store import LMDBStore
 from bide.engine.maintenance import doctor
@@ -407,3 +408,10 @@ def test_a_running_watcher_clears_a_killed_readers_slot(tmp_path):
         watcher.send_signal(signal.SIGTERM)
         watcher.wait(timeout=60)
     assert watcher.returncode == 0, (tmp_path / "watcher.out").read_text()
+
+
+def test_importing_the_race_app_for_its_flow_registers_no_commit_observer():
+    """This module imports the app for its flow: its commit log, a process-wide observer,
+    stayed registered in the pytest process and was told every later test's commits."""
+    assert "BIDE_RACE_LOG" not in os.environ  # only the workers log
+    assert race_app._log_commit not in store_module._everywhere

@@ -1,0 +1,39 @@
+"""What the counted-cost tests share (test_fanout_cost.py, test_superstep_cost.py): a
+workload run to its expected end, and a spy that notes each call of what it wraps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import bide
+import pytest
+from bide.bench.workloads import Workload
+
+T = TypeVar("T")
+
+
+def run_workload(engine: bide.Engine, w: Workload, run_id: str,
+                 flow: bide.Flow | None = None) -> bide.Run:
+    """Run ``w`` (its flow, or ``flow`` made from it) on ``engine``; it must end DONE
+    with the workload's expected state."""
+    flow = w.flow() if flow is None else flow
+    engine.register(flow)
+    run = engine.start(flow.name, w.initial(), run_id=run_id)
+    assert run.status == bide.Status.DONE and run.state == w.expected()
+    return run
+
+
+def spy(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str,
+        note: Callable[..., T]) -> list[T]:
+    """Wrap ``owner.<name>`` for this test: each call appends ``note(*args, **kwargs)``
+    to the list returned, then runs the real one (a method's ``self`` comes first)."""
+    noted: list[T] = []
+    real = getattr(owner, name)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        noted.append(note(*args, **kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapped)
+    return noted
