@@ -81,12 +81,17 @@ def test_a_map_without_a_crash_charges_each_item_once(tmp_path):
 
 
 def test_negative_control_without_intent_replay_an_item_is_charged_twice(tmp_path):
-    """The same crash with intent replay switched off: the world sees a repeat."""
+    """The same crash with intent replay switched off: the world sees a repeat.
+
+    Killed at the 4th item's effect, whose outcome is not recorded yet (the kill at
+    ``after_intent_completed:1`` was not a control: when the map's items finish
+    within the held-outcome bound, that point is first reached as their outcomes
+    ride the map's own checkpoint, and nothing is left to repeat)."""
     off = {"BIDE_TEST_SWITCHES": "no_intent_replay"}
     policy = POLICIES["no-pending"]
-    out = app(tmp_path, "start", policy, fault="after_intent_completed:1:kill", env=off)
+    out = app(tmp_path, "start", policy, fault="after_tool_effect:4:kill", env=off)
     assert out.returncode in (-9, 137), out.stderr
     out = app(tmp_path, "resume", policy, env=off)
     assert out.returncode == 0, out.stderr
     with pytest.raises(AssertionError, match="exactly once"):
-        check_world(tmp_path, json.loads(out.stdout), "after_intent_completed")
+        check_world(tmp_path, json.loads(out.stdout), "after_tool_effect")
