@@ -94,7 +94,8 @@ class Renewer:
             try:
                 ok = lease.renew()
             except StoreError as exc:  # the store is away (an outage): try again, backing off
-                self._failed(lease, exc)
+                if not lease.ended:  # (ended meanwhile: its run is over, its store may be
+                    self._failed(lease, exc)  # closed; that is no outage to report)
                 continue
             except Exception:  # not an outage: the next commit will say what is wrong
                 continue

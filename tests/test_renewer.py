@@ -100,3 +100,28 @@ def test_a_renewal_failing_with_a_store_error_is_tried_again_and_said_once(caplo
             end()
     said = [rec.getMessage() for rec in caplog.records if rec.name == "bide.renewer"]
     assert len(said) == 2 and "failing" in said[0] and "succeed again" in said[1], said
+
+
+def test_a_renewal_that_fails_after_its_lease_ended_is_not_reported(caplog):
+    """The lease ends (its run finished, its engine closed the store) while the renewer
+    is renewing it: the closed store's error is no outage, so nothing is said (it was
+    said as one, into whatever test ran next)."""
+    from bide.engine.errors import StoreError
+
+    calls: dict[str, int] = {"n": 0}
+    ended = threading.Event()
+    r = Renewer(time.monotonic, name="test-renewer")
+    with caplog.at_level("WARNING", logger="bide.renewer"):
+        end: list = []
+
+        def renew() -> bool:
+            calls["n"] += 1
+            end[0]()  # the run ends and its store closes while this renewal runs
+            ended.set()
+            raise StoreError("store error: Attempt to operate on closed/deleted/dropped object.")
+
+        end.append(r.add(renew, 0.01))
+        assert ended.wait(10)
+        time.sleep(0.1)  # time for a report (and for a retry, which must not come)
+    said = [rec.getMessage() for rec in caplog.records if rec.name == "bide.renewer"]
+    assert said == [] and calls["n"] == 1, (said, calls)
