@@ -138,3 +138,11 @@ def test_a_fan_out_superstep_counts_its_tasks_once(engine, monkeypatch):
     counted = spy(monkeypatch, tasks, "_counts", lambda todo: len(todo))
     run_workload(engine, Workload("fanout4", 12, 100), "fan")
     assert counted == [4] * 12
+
+
+def test_a_fan_out_superstep_makes_no_future(engine, monkeypatch):
+    """Each sibling handed to a pool's submit got a Future (a lock and a condition) that
+    nobody waited on: the waiting thread waits its own way (engine/siblings.py)."""
+    made = spy(monkeypatch, concurrent.futures.Future, "__init__", lambda self: 1)
+    run_workload(engine, Workload("fanout4", 12, 100), "fan")
+    assert made == []
