@@ -146,3 +146,12 @@ def test_a_fan_out_superstep_makes_no_future(engine, monkeypatch):
     made = spy(monkeypatch, concurrent.futures.Future, "__init__", lambda self: 1)
     run_workload(engine, Workload("fanout4", 12, 100), "fan")
     assert made == []
+
+
+def test_a_run_digests_its_flow_once(engine, monkeypatch):
+    """The flow's digest walks every node (200 in a fan-out flow): made three times a
+    run (its creation, its first checkpoint, its worker), now once; a worker makes it
+    only for a full checkpoint."""
+    digests = spy(monkeypatch, bide.Flow, "fingerprint", lambda self: 1)
+    run_workload(engine, Workload("fanout4", 12, 100), "fan")
+    assert digests == [1]
