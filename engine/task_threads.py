@@ -7,10 +7,12 @@ four threads it had just used. A run's worker keeps one pool for its whole
 time on the run and closes it when it lets the run go; a superstep that needs
 more threads than the pool has gets a larger pool.
 
-``start`` (a fan-out's siblings, engine/siblings.py) hands its calls to the
-threads through one queue, without a ``Future`` each: the caller waits its own
-way, so a future's lock, condition and result were made and set for nobody
-(about a tenth of a fan-out-4 superstep in fast mode).
+``start`` (a fan-out's siblings, engine/siblings.py) hands its calls to threads
+of its own through one queue, without a ``Future`` each: the caller waits its
+own way, so a future's lock, condition and result were made and set for nobody
+(about a tenth of a fan-out-4 superstep in fast mode); more threads are added
+when a superstep needs more. ``map`` (tasks that queue for a node's slots)
+keeps a ``ThreadPoolExecutor``; ``close`` lets both go.
 """
 
 from __future__ import annotations
