@@ -2,19 +2,21 @@
 
 Same supersteps as the engine (``Flow.successors``), same folding
 (``state.fold``), same concurrency (one node inline; of several, the last inline and the
-others in a thread pool kept for the run, as the engine keeps one per run),
+others in the engine's task threads kept for the run, waited for with one wake-up),
 no store, no serializability checks, tools called directly. The difference
 between this and ``Engine.start`` is what durability costs.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
 from ..engine.flow import Flow, reducer_kind
 from ..engine.state import Op, fold
+from ..engine.task_threads import TaskThreads
 from ..engine.tools import Tool
 
 
@@ -52,11 +54,43 @@ def _ops(flow: Flow, update: Any) -> list[Op]:
 def run_in_memory(flow: Flow, state: dict[str, Any], run_id: str = "mem"
                   ) -> tuple[dict[str, Any], int]:
     """Run ``flow`` from ``state`` to the end; returns (final state, supersteps)."""
-    with ThreadPoolExecutor(max_workers=32) as pool:  # kept across supersteps, as the engine's
-        return _run(flow, dict(state), run_id, pool)
+    threads = TaskThreads(run_id)  # kept across supersteps, as the engine's
+    try:
+        return _run(flow, dict(state), run_id, threads)
+    finally:
+        threads.close()
 
 
-def _run(flow: Flow, state: dict[str, Any], run_id: str, pool: ThreadPoolExecutor
+def _together(threads: TaskThreads, call: Callable[[str], Any], names: list[str]) -> list[Any]:
+    """``call`` over ``names``: the last in this thread, the others in ``threads``; this
+    thread wakes once, when the last of them returns (as engine/siblings.py waits)."""
+    outcomes: list[Any] = [None] * len(names)
+    ended = threading.Condition()
+    left = len(names) - 1
+
+    def one(i: int) -> None:
+        nonlocal left
+        try:
+            outcomes[i] = call(names[i])
+        except BaseException as exc:  # noqa: BLE001 - raised again in this thread
+            outcomes[i] = exc
+        with ended:
+            left -= 1
+            if not left:
+                ended.notify()
+
+    threads.start(one, range(len(names) - 1), len(names) - 1)
+    outcomes[-1] = call(names[-1])
+    with ended:
+        while left:
+            ended.wait()
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return outcomes
+
+
+def _run(flow: Flow, state: dict[str, Any], run_id: str, threads: TaskThreads
          ) -> tuple[dict[str, Any], int]:
     seen: dict[str, dict[str, int]] = {}
     names = flow.start_nodes()
@@ -70,10 +104,8 @@ def _run(flow: Flow, state: dict[str, Any], run_id: str, pool: ThreadPoolExecuto
 
         if len(names) == 1:
             updates = [call(names[0])]
-        else:  # as the engine: the others in the pool, the last in this thread
-            futures = [pool.submit(call, name) for name in names[:-1]]
-            mine = call(names[-1])
-            updates = [f.result() for f in futures] + [mine]
+        else:  # as the engine: the others in the run's threads, the last in this thread
+            updates = _together(threads, call, names)
         writes = [(n, _ops(flow, u)) for n, u in zip(names, updates, strict=True)]
         state, _ = fold(flow, state, writes)
         names, _ = flow.successors(names, state, seen)  # a baseline of static flows: no Sends

@@ -28,12 +28,13 @@ def run_records(flow: Flow, run_id: str, state: dict[str, Any], policy: dict[str
                 status: str, now: float) -> list[Record]:
     """What a new run's first commit holds: its creation and its first checkpoint (a
     lease is added by whoever runs it at once)."""
+    fingerprint = flow.fingerprint()  # one digest for both (it walks every node)
     return [
-        RunCreated(run_id=run_id, flow=flow.name, fingerprint=flow.fingerprint(), input=state,
+        RunCreated(run_id=run_id, flow=flow.name, fingerprint=fingerprint, input=state,
                    policy=policy, status=status, at=now),
         Checkpoint(run_id=run_id, version=0, superstep=0, status=status, full=True,
                    state=state, next=flow.start_nodes(), flow=flow.name,
-                   fingerprint=flow.fingerprint(), at=now),
+                   fingerprint=fingerprint, at=now),
     ]
 
 

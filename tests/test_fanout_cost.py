@@ -138,3 +138,20 @@ def test_a_fan_out_superstep_counts_its_tasks_once(engine, monkeypatch):
     counted = spy(monkeypatch, tasks, "_counts", lambda todo: len(todo))
     run_workload(engine, Workload("fanout4", 12, 100), "fan")
     assert counted == [4] * 12
+
+
+def test_a_fan_out_superstep_makes_no_future(engine, monkeypatch):
+    """Each sibling handed to a pool's submit got a Future (a lock and a condition) that
+    nobody waited on: the waiting thread waits its own way (engine/siblings.py)."""
+    made = spy(monkeypatch, concurrent.futures.Future, "__init__", lambda self: 1)
+    run_workload(engine, Workload("fanout4", 12, 100), "fan")
+    assert made == []
+
+
+def test_a_run_digests_its_flow_once(engine, monkeypatch):
+    """The flow's digest walks every node (200 in a fan-out flow): made three times a
+    run (its creation, its first checkpoint, its worker), now once; a worker makes it
+    only for a full checkpoint."""
+    digests = spy(monkeypatch, bide.Flow, "fingerprint", lambda self: 1)
+    run_workload(engine, Workload("fanout4", 12, 100), "fan")
+    assert digests == [1]
