@@ -70,20 +70,10 @@ class TaskThreads:
         if not self._started:
             self.pools += 1
         while len(self._started) < workers:
-            thread = threading.Thread(target=self._serve, daemon=True,
+            thread = threading.Thread(target=_serve, args=(self._calls,), daemon=True,
                                       name=f"bide-{self._name}_{len(self._started)}")
             thread.start()
             self._started.append(thread)
-
-    def _serve(self) -> None:
-        """A ``start`` thread: run calls until ``close`` says stop."""
-        get = self._calls.get
-        while (call := get()) is not None:
-            try:
-                call[0](call[1])
-            except BaseException:  # noqa: BLE001 - the thread serves on; as an ended thread's
-                threading.excepthook(threading.ExceptHookArgs(
-                    (*sys.exc_info(), threading.current_thread())))
 
     def _with(self, workers: int) -> ThreadPoolExecutor:
         if self._pool is None or workers > self._size:
@@ -97,11 +87,22 @@ class TaskThreads:
     def close(self) -> None:
         """Let the threads go (they are idle: every ``map`` waited for its calls, and
         whoever ``start``ed calls waited for them its own way)."""
-        for _ in self._started:
-            self._calls.put(None)
-        for thread in self._started:
-            thread.join()
-        self._started = []
+        self._calls.put(None)  # one stop, passed on by each thread that sees it: a thread
+        for thread in self._started:  # that started but was never listed (a Ctrl-C inside
+            thread.join()  # ``Thread.start``) stops too
+        self._calls, self._started = queue.SimpleQueue(), []
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool, self._size = None, 0
+
+
+def _serve(calls: queue.SimpleQueue[tuple[Callable[[object], object], object] | None]) -> None:
+    """A ``start`` thread: run calls until the stop (None), which it passes on."""
+    get = calls.get
+    while (call := get()) is not None:
+        try:
+            call[0](call[1])
+        except BaseException:  # noqa: BLE001 - the thread serves on; as an ended thread's
+            threading.excepthook(threading.ExceptHookArgs(
+                (*sys.exc_info(), threading.current_thread())))
+    calls.put(None)
