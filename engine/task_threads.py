@@ -27,6 +27,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+_Calls = queue.SimpleQueue[tuple[Callable[[object], object], object] | None]  # (None: stop)
 
 
 class TaskThreads:
@@ -37,8 +38,7 @@ class TaskThreads:
         self._pool: ThreadPoolExecutor | None = None
         self._size = 0
         self.pools = 0  # pools made so far: a fan-out run keeps one (what a test counts)
-        self._calls: queue.SimpleQueue[tuple[Callable[[object], object], object] | None] = (
-            queue.SimpleQueue())  # ``start``'s calls, for its threads (None: stop)
+        self._calls: _Calls = queue.SimpleQueue()  # ``start``'s calls (None: stop)
         self._started: list[threading.Thread] = []
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
@@ -87,16 +87,18 @@ class TaskThreads:
     def close(self) -> None:
         """Let the threads go (they are idle: every ``map`` waited for its calls, and
         whoever ``start``ed calls waited for them its own way)."""
-        self._calls.put(None)  # one stop, passed on by each thread that sees it: a thread
-        for thread in self._started:  # that started but was never listed (a Ctrl-C inside
-            thread.join()  # ``Thread.start``) stops too
+        # one stop, passed on by each thread that sees it: a thread that started but was
+        # never listed (a Ctrl-C inside ``Thread.start``) stops too
+        self._calls.put(None)
+        for thread in self._started:
+            thread.join()
         self._calls, self._started = queue.SimpleQueue(), []
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool, self._size = None, 0
 
 
-def _serve(calls: queue.SimpleQueue[tuple[Callable[[object], object], object] | None]) -> None:
+def _serve(calls: _Calls) -> None:
     """A ``start`` thread: run calls until the stop (None), which it passes on."""
     get = calls.get
     while (call := get()) is not None:

@@ -7,17 +7,15 @@ import time
 
 import pytest
 from bide.engine.task_threads import TaskThreads
+from polling import wait_for
 
 
 def _alive(prefix: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(prefix)]
 
 
-def _gone(prefix: str, limit: float = 10.0) -> bool:
-    deadline = time.monotonic() + limit
-    while _alive(prefix) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return not _alive(prefix)
+def _gone(prefix: str) -> bool:
+    return wait_for(lambda: not _alive(prefix), 10)
 
 
 def test_close_stops_a_thread_started_but_never_listed(monkeypatch):
