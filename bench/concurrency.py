@@ -24,6 +24,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,43 +59,53 @@ def concurrent_runs(home: Path, runs: int, steps: int, *, durability: str = "dur
 
         stop = engine.store.on_commit(count)
         txns0 = _transactions(engine)
-        errors: list[str] = []
 
         def one(k: int) -> None:
             run = engine.start(flow.name, w.initial(), run_id=f"c{k}")
             if run.status != Status.DONE or run.state != w.expected():
-                errors.append(f"run c{k} ended {run.status}")
+                raise AssertionError(f"run c{k} ended {run.status}")
 
-        threads = [threading.Thread(target=_guarded(one, k, errors), name=f"bench-run-{k}")
-                   for k in range(runs)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(_JOIN)
-        seconds = time.perf_counter() - t0
-        stop()
+        try:
+            seconds = in_threads(one, runs, "bench-run")
+        finally:
+            stop()
         txns = _transactions(engine) - txns0
-    if any(t.is_alive() for t in threads) or errors:
-        raise AssertionError(f"{runs} concurrent runs did not all finish: {errors}")
     return {"runs": runs, "supersteps": runs * steps, "seconds": seconds,
             "steps_per_s": runs * steps / seconds, "commits": len(sizes),
             "transactions": txns, "commits_per_transaction": len(sizes) / max(txns, 1)}
 
 
+def in_threads(fn: Callable[[int], None], n: int, name: str) -> float:
+    """Seconds to run ``fn(0)`` .. ``fn(n - 1)`` in ``n`` threads started together.
+
+    Raises:
+        AssertionError: a call raised (each one's exception named), or a thread was
+            still running after ``_JOIN`` seconds.
+    """
+    errors: list[str] = []
+
+    def guarded(k: int) -> None:
+        try:
+            fn(k)
+        except BaseException as exc:  # noqa: BLE001 - reported below, in the caller
+            errors.append(f"{name}-{k}: {exc!r}")
+
+    threads = [threading.Thread(target=guarded, args=(k,), name=f"{name}-{k}")
+               for k in range(n)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(_JOIN)
+    seconds = time.perf_counter() - t0
+    if errors or any(t.is_alive() for t in threads):
+        raise AssertionError(f"{n} threads did not all finish: {errors}")
+    return seconds
+
+
 def _transactions(engine: Any) -> int:
     """Write transactions the engine's store committed so far (batches, not callers)."""
     return int(engine.store.batches)
-
-
-def _guarded(fn: Any, k: int, errors: list[str]) -> Any:
-    def run() -> None:
-        try:
-            fn(k)
-        except BaseException as exc:  # noqa: BLE001 - reported by the caller
-            errors.append(f"run c{k}: {exc!r}")
-
-    return run
 
 
 CEILING = (1, RUNS[-1])  # runs measured with no flush at all (durability "fast")

@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,11 +31,11 @@ from typing import Any
 import lmdb
 
 from ..engine.runtime import open as open_home
+from .concurrency import in_threads
 from .workloads import Workload
 
 THREADS = 8
 PUTS = 6
-_JOIN = 120.0  # seconds: a thread still running by then is a failure
 
 
 def _python(n: int = 400) -> int:
@@ -68,7 +66,7 @@ def raw_us(root: Path, threads: int, iterations: int, *, store: str) -> float:
                     table[key] = value
 
     try:
-        seconds = _in_threads(loop, threads)
+        seconds = in_threads(loop, threads, "bench-gil")
     finally:
         for env in envs:
             env.close()
@@ -90,33 +88,11 @@ def engine_rate(root: Path, runs: int, steps: int, *, shared: bool) -> float:
         def one(k: int) -> None:
             engines[0 if shared else k].start(flow.name, w.initial(), run_id=f"c{k}")
 
-        seconds = _in_threads(one, runs)
+        seconds = in_threads(one, runs, "bench-gil")
     finally:
         for engine in engines:
             engine.close()
     return runs * steps / seconds
-
-
-def _in_threads(fn: Callable[[int], None], n: int) -> float:
-    errors: list[BaseException] = []
-
-    def guarded(k: int) -> None:
-        try:
-            fn(k)
-        except BaseException as exc:  # noqa: BLE001 - raised below, in the caller
-            errors.append(exc)
-
-    threads = [threading.Thread(target=guarded, args=(k,), name=f"bench-gil-{k}")
-               for k in range(n)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(_JOIN)
-    seconds = time.perf_counter() - t0
-    if errors or any(t.is_alive() for t in threads):
-        raise AssertionError(f"{n} threads did not all finish: {errors!r}")
-    return seconds
 
 
 def run(root: Path, *, iterations: int = 3000, steps: int = 300, repeat: int = 3
