@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import bide
 import pytest
 from bide.engine import siblings
 from bide.engine.task_threads import TaskThreads
@@ -63,3 +64,35 @@ def test_a_ctrl_c_at_any_line_of_the_waiting_thread_s_own_call_ends_once_all_end
     finally:
         if not waiter.is_alive():
             threads.close()
+
+
+def test_a_node_raising_keyboard_interrupt_in_a_task_thread_stops_the_run_once_all_ended(
+        engine):
+    """A fan-out sibling in a task thread (not the waiting one) raises KeyboardInterrupt:
+    ``start`` raises it once the other siblings ended, the run is INTERRUPTED with its
+    lease let go, and a resume finishes it."""
+    ended: list[str] = []
+    interrupts, raised_in = {"a": 1}, []
+
+    def sibling(name: str):
+        def node(state, ctx):
+            if interrupts.pop(name, 0):
+                raised_in.append(threading.current_thread().name)
+                raise KeyboardInterrupt
+            time.sleep(0.2)
+            ended.append(name)
+            return {name: True}
+        return node
+
+    flow = bide.Flow("fan")
+    flow.node(lambda state, ctx: {"s": 1}, name="first", start=True)
+    for name in "abc":  # "c", the last, runs in the waiting thread; "a" in a task thread
+        flow.node(sibling(name), name=name, after="first")
+    engine.register(flow)
+    with pytest.raises(KeyboardInterrupt):
+        engine.start("fan", run_id="r")
+    assert raised_in and raised_in[0].startswith("bide-r_")  # a run's task thread
+    assert sorted(ended) == ["b", "c"]  # the siblings ended before the interrupt went on
+    run = engine.get("r")
+    assert run.status == bide.Status.INTERRUPTED and run.head.lease_owner is None
+    assert engine.resume("r").state == {"s": 1, "a": True, "b": True, "c": True}
