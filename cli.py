@@ -39,6 +39,7 @@ from . import (
     Engine,
     Event,
     Flow,
+    FollowTimeout,
     HomeConfig,
     HomeFiles,
     IntentStatus,
@@ -1057,6 +1058,7 @@ def _input_object(text: str) -> dict[str, Any]:
 
 
 EXIT_PAUSED = 4  # bide run: the run waits for a person (decide, then resume or watch)
+RUNNER_CHECK = 1.0  # bide run: seconds between checks that the run's thread still runs
 
 
 @main.command("run")
@@ -1129,9 +1131,7 @@ def _run_followed(eng: Engine, flow_name: str, data: dict[str, Any], run_id: str
         while not _exists(eng, run_id) and runner.is_alive():  # start's first commit
             runner.join(0.01)
         if _exists(eng, run_id):
-            for event in eng.follow(run_id):
-                click.echo(_event_line(event, as_json))
-                sys.stdout.flush()
+            _print_events(eng, run_id, runner, as_json)
     except KeyboardInterrupt:
         eng.stopping.set()
         stopped = True
@@ -1141,6 +1141,26 @@ def _run_followed(eng: Engine, flow_name: str, data: dict[str, Any], run_id: str
     if "error" in outcome:
         raise outcome["error"]
     return outcome["run"], stopped
+
+
+def _print_events(eng: Engine, run_id: str, runner: threading.Thread, as_json: bool) -> None:
+    """Print the run's events until it finishes or pauses, or until ``runner`` ended
+    without either (``start`` raised: a store error, a ``SystemExit`` in a node): the
+    run is left RUNNING, and a follow would wait for it forever. The follow is taken
+    up again every ``RUNNER_CHECK`` s (from its last event) to see that ``runner``
+    still runs; once it ended, what it committed last is read and printed."""
+    since: int | None = None
+    while True:
+        last = not runner.is_alive()  # before the read: nothing of the runner's is missed
+        try:
+            for event in eng.follow(run_id, since=since, timeout=0 if last else RUNNER_CHECK):
+                click.echo(_event_line(event, as_json))
+                sys.stdout.flush()
+                since = event.seq
+            return
+        except FollowTimeout:
+            if last:
+                return
 
 
 def _exists(eng: Engine, run_id: str) -> bool:

@@ -161,8 +161,13 @@ class _Gate:
             while self._resizing:
                 self._cond.wait()
             self._resizing = True
-            while self._active > self._held():
-                self._cond.wait()
+            try:
+                while self._active > self._held():
+                    self._cond.wait()
+            except BaseException:  # a Ctrl-C while the others' transactions end: left set,
+                self._resizing = False  # every later transaction of the process would
+                self._cond.notify_all()  # wait for a resize that never comes
+                raise
         try:
             yield
         finally:

@@ -9,6 +9,7 @@ itself hand work to (``asyncio.to_thread`` uses the default executor).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 _POOL = ThreadPoolExecutor(max_workers=64, thread_name_prefix="bide-offload")
+_CHECK = 1.0  # seconds between checks that a loop still runs (its result wakes the wait)
 
 
 async def off_loop(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -52,4 +54,26 @@ def on_loop(loop: asyncio.AbstractEventLoop, awaitable: Awaitable[T]) -> T:
     async def wrapped() -> T:
         return await awaitable
 
-    return asyncio.run_coroutine_threadsafe(wrapped(), loop).result()
+    return wait_on_loop(asyncio.run_coroutine_threadsafe(wrapped(), loop), loop, "a coroutine")
+
+
+def wait_on_loop(future: concurrent.futures.Future[T], loop: asyncio.AbstractEventLoop,
+                 what: str) -> T:
+    """``future.result()`` of a coroutine sent to ``loop`` (``run_coroutine_threadsafe``).
+
+    A loop that stops first (stopped, or its thread ended by a ``SystemExit`` a task
+    raised) would never finish the coroutine, and this thread would wait forever: it
+    re-checks every ``_CHECK`` s that the loop still runs, and raises if it does not.
+
+    Raises:
+        Whatever the coroutine raised; RuntimeError if the loop stopped before it ended.
+    """
+    while True:
+        try:
+            return future.result(timeout=_CHECK)
+        except concurrent.futures.TimeoutError:
+            if future.done():
+                raise  # the coroutine's own TimeoutError
+        if not loop.is_running() and future.cancel():  # (cancel: False once it finished)
+            raise RuntimeError(f"bide: the event loop running {what} stopped before it "
+                               "finished; its outcome is unknown")

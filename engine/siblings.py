@@ -138,7 +138,9 @@ class Siblings(Generic[R]):
             with self._lock:
                 if self._outcomes[mine] is _NOT_YET:
                     self._outcomes[mine] = exc
-                    self._ended += 1
+                # counted again: a Ctrl-C between ``call``'s two lines set the outcome but
+                # left it uncounted, and ``_watch`` would wait for it forever
+                self._ended = sum(o is not _NOT_YET for o in self._outcomes)
             self._watch()
             raise
         for outcome in self._outcomes:

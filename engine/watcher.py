@@ -47,6 +47,7 @@ from .errors import StaleLease, StoreError
 from .inbox import MAX_BYTES, FileResult, Inbox
 from .inbox_events import InboxEvents
 from .index import RunHead
+from .offload import wait_on_loop
 from .readiness import Readiness
 from .recovery import RecoveredRun
 from .run_view import RunView
@@ -258,8 +259,9 @@ class Watcher:
         self.events.run_started(run_id, head.flow, was=head.status)
         try:
             if self._loop is not None and self._is_async(head.flow):
-                run = asyncio.run_coroutine_threadsafe(
-                    self.engine._aadvance(run_id, taken), self._loop).result()
+                run = wait_on_loop(asyncio.run_coroutine_threadsafe(
+                    self.engine._aadvance(run_id, taken), self._loop), self._loop,
+                    f"run {run_id} (the watcher's loop)")
             else:
                 run = self.engine._advance(run_id, taken)
         except StaleLease as exc:
