@@ -25,6 +25,7 @@ from typing import Any
 import psycopg
 
 from .errors import StoreError
+from .pg_connect import connect
 from .pg_reader import SCHEMA
 
 CHANNEL = "bide_follow"
@@ -69,8 +70,8 @@ class PgFollowFeed:
             raise StoreError(f"cannot follow runs at {shown}: {exc}", path=shown) from exc
 
     def _connect(self) -> None:
-        self._conn = psycopg.connect(self.url, autocommit=True, application_name="bide-follow",
-                                     connect_timeout=max(int(self.timeout), 1))
+        self._conn = connect(self.url, application_name="bide-follow",
+                             connect_timeout=max(int(self.timeout), 1))
         self._key = self._register(self._conn)
 
     def _register(self, conn: psycopg.Connection[Any]) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 
 from .errors import StoreError
+from .pg_connect import connect
 
 CHANNEL = "bide_wake"
 EVERYTHING = ""  # a payload that names no run: look at every run
@@ -100,11 +101,7 @@ class PgListener:
 
     def _connect(self) -> bool:
         try:
-            # over TCP, keepalives find a dead peer within about a minute
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10,
-                                   application_name="bide-listen", keepalives=1,
-                                   keepalives_idle=30, keepalives_interval=10,
-                                   keepalives_count=3)
+            conn = connect(self.url, application_name="bide-listen")  # (dead peers: pg_connect)
         except psycopg.OperationalError:  # down or restarting: the caller paces the next try
             return False
         try:

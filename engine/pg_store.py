@@ -73,6 +73,7 @@ from ..formats import Checkpoint, Record, encode
 from .errors import NewerStore, NotAHome, StoreError
 from .index import DERIVED, RUNLOG, apply, keys_of, refold_without
 from .latest import STATE
+from .pg_connect import connect
 from .pg_follow import PgFollowFeed, notify_statement
 from .pg_home import is_url, redacted
 from .pg_listen import CHANNEL, PgListener, payload
@@ -125,8 +126,7 @@ class _Pool:
         pause = 0.05
         while True:
             try:
-                conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10,
-                                       application_name="bide")
+                conn = connect(self.url, application_name="bide")
                 break
             except psycopg.OperationalError as exc:  # refused or down: the server restarts
                 if time.monotonic() + pause > deadline:

@@ -1,0 +1,33 @@
+"""Every PostgreSQL connection bide opens: with TCP liveness checks unless the URL sets them.
+
+A server host that vanishes (powered off, its network cut) sends no reset. Without
+keepalives an idle connection never notices, and one waiting for a reply waits for
+the kernel's retransmissions, about 15 minutes on Linux: a commit, a follow or the
+wake-up listener would hang that long. With them a dead peer is found within about
+a minute (30 s idle, then 3 probes 10 s apart; ``tcp_user_timeout`` bounds unacknowledged
+data to 60 s) and the connection fails like any lost one (``StoreError`` after the
+store's reconnect time). Options the URL gives win; over a Unix socket libpq ignores them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+LIVENESS = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+            "keepalives_count": 3, "tcp_user_timeout": 60_000}
+
+
+def connect(url: str, *, application_name: str, connect_timeout: int = 10
+            ) -> psycopg.Connection[Any]:
+    """An autocommit connection to ``url`` with ``LIVENESS`` for what the URL leaves unset.
+
+    Raises:
+        psycopg.OperationalError: the server cannot be reached (the callers retry).
+    """
+    given = conninfo_to_dict(url)
+    conninfo = make_conninfo(url, **{k: v for k, v in LIVENESS.items() if k not in given})
+    return psycopg.connect(conninfo, autocommit=True, connect_timeout=connect_timeout,
+                           application_name=application_name)
