@@ -1058,7 +1058,7 @@ def _input_object(text: str) -> dict[str, Any]:
 
 
 EXIT_PAUSED = 4  # bide run: the run waits for a person (decide, then resume or watch)
-RUNNER_CHECK = 1.0  # bide run: seconds between checks that the run's thread still runs
+RUNNER_CHECK = 1.0  # bide run: seconds until a follow sees that the run's thread ended
 
 
 @main.command("run")
@@ -1117,12 +1117,15 @@ def _run_followed(eng: Engine, flow_name: str, data: dict[str, Any], run_id: str
     whether Ctrl-C stopped it (at the next boundary: INTERRUPTED, resumable)."""
     run_id = run_id or f"r-{uuid.uuid4().hex[:12]}"
     outcome: dict[str, Any] = {}
+    ended = threading.Event()  # the runner returned or raised
 
     def start() -> None:
         try:
             outcome["run"] = eng.start(flow_name, input=data, run_id=run_id)
         except BaseException as exc:  # handed to the main thread, raised there
             outcome["error"] = exc
+        finally:
+            ended.set()
 
     runner = threading.Thread(target=start, name=f"bide-run-{run_id}", daemon=True)
     runner.start()
@@ -1131,7 +1134,7 @@ def _run_followed(eng: Engine, flow_name: str, data: dict[str, Any], run_id: str
         while not _exists(eng, run_id) and runner.is_alive():  # start's first commit
             runner.join(0.01)
         if _exists(eng, run_id):
-            _print_events(eng, run_id, runner, as_json)
+            _print_events(eng, run_id, ended, as_json)
     except KeyboardInterrupt:
         eng.stopping.set()
         stopped = True
@@ -1143,24 +1146,23 @@ def _run_followed(eng: Engine, flow_name: str, data: dict[str, Any], run_id: str
     return outcome["run"], stopped
 
 
-def _print_events(eng: Engine, run_id: str, runner: threading.Thread, as_json: bool) -> None:
-    """Print the run's events until it finishes or pauses, or until ``runner`` ended
-    without either (``start`` raised: a store error, a ``SystemExit`` in a node): the
-    run is left RUNNING, and a follow would wait for it forever. The follow is taken
-    up again every ``RUNNER_CHECK`` s (from its last event) to see that ``runner``
-    still runs; once it ended, what it committed last is read and printed."""
+def _print_events(eng: Engine, run_id: str, ended: threading.Event, as_json: bool) -> None:
+    """Print the run's events until it finishes or pauses, or until its runner ended
+    without either (``start`` raised: a store error, a ``SystemExit`` in a node): the run
+    is left RUNNING, so the follow would wait for ever. ``ended`` stops it (within
+    ``RUNNER_CHECK`` s); then what the runner committed last is read once more. One
+    follow for the whole run: on PostgreSQL each one is a connection of its own."""
     since: int | None = None
-    while True:
-        last = not runner.is_alive()  # before the read: nothing of the runner's is missed
-        try:
-            for event in eng.follow(run_id, since=since, timeout=0 if last else RUNNER_CHECK):
-                click.echo(_event_line(event, as_json))
-                sys.stdout.flush()
-                since = event.seq
-            return
-        except FollowTimeout:
-            if last:
-                return
+    for event in eng.follow(run_id, fallback=RUNNER_CHECK, stop=ended):
+        click.echo(_event_line(event, as_json))
+        sys.stdout.flush()
+        since = event.seq
+    try:  # (the run finished or paused: nothing more, and the read ends at once)
+        for event in eng.follow(run_id, since=since, timeout=0):
+            click.echo(_event_line(event, as_json))
+            sys.stdout.flush()
+    except FollowTimeout:
+        pass
 
 
 def _exists(eng: Engine, run_id: str) -> bool:

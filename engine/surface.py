@@ -13,6 +13,7 @@ processes write.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import AsyncIterator, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -51,8 +52,8 @@ class Surface:
         return inspect.log(self._engine(), run_id)
 
     def follow(self, run_id: str, *, since: int | None = None, through_pauses: bool = False,
-               timeout: float | None = None, fallback: float = following.FALLBACK
-               ) -> Generator[Event, None, None]:
+               timeout: float | None = None, fallback: float = following.FALLBACK,
+               stop: threading.Event | None = None) -> Generator[Event, None, None]:
         """The run's records as typed events, as they are committed by any process (a
         watcher, another app): all of them first, then each new one within milliseconds.
 
@@ -64,6 +65,8 @@ class Surface:
             timeout: seconds after which ``FollowTimeout`` is raised if the run has
                 neither finished nor paused (None: no limit).
             fallback: seconds between re-reads of the store when no wake-up comes.
+            stop: set from another thread, it ends the follow after its current wait (at
+                most ``fallback`` s): a follow busy in another thread cannot be closed.
 
         Returns:
             An iterator; close it (or leave the loop) to release what it holds.
@@ -78,7 +81,7 @@ class Surface:
         """
         return following.follow(self._engine().store, run_id, since=since,
                              through_pauses=through_pauses, timeout=timeout,
-                             fallback=fallback)
+                             fallback=fallback, stop=stop)
 
     def afollow(self, run_id: str, *, since: int | None = None, through_pauses: bool = False,
                 timeout: float | None = None, fallback: float = following.FALLBACK

@@ -45,3 +45,31 @@ def test_bide_run_ends_when_its_run_s_thread_ends_with_the_run_left_running(
         assert eng.get("r1").status == bide.Status.RUNNING
     printed = capsys.readouterr().out
     assert "first" in printed  # the events committed before the thread ended were printed
+
+
+def test_bide_run_follows_a_run_with_one_follow_however_long_it_takes(tmp_path: Path, capsys,
+                                                                     monkeypatch):
+    """One follow for the whole run, and one last read: each follow is a change feed, and
+    on PostgreSQL a connection of its own (a follow taken up again every second opened one
+    a second, and one refused connection ended the command mid-run)."""
+    monkeypatch.setattr(cli, "RUNNER_CHECK", 0.2)
+    flow = bide.Flow("f")
+
+    @flow.node(start=True)
+    def slow(state, ctx):
+        time.sleep(1.5)  # several RUNNER_CHECKs
+        return {"x": 1}
+
+    with bide.open(tmp_path / "home", durability="fast") as eng:
+        eng.register(flow)
+        opened: list[str] = []
+        real = eng.store.change_feed
+        monkeypatch.setattr(eng.store, "change_feed",
+                            lambda run_id: opened.append(run_id) or real(run_id))
+        run, stopped = cli._run_followed(eng, "f", {}, "r1", False)
+    assert run.status == bide.Status.DONE and not stopped
+    assert len(opened) <= 2, f"{len(opened)} follows for one run"
+    printed = capsys.readouterr().out.splitlines()
+    seqs = [int(line.split()[0]) for line in printed]
+    assert seqs == sorted(set(seqs)), printed  # every event once, in order
+    assert any(" DONE " in line for line in printed), printed
