@@ -72,8 +72,8 @@ def wait_on_loop(future: concurrent.futures.Future[T], loop: asyncio.AbstractEve
         try:
             return future.result(timeout=_CHECK)
         except concurrent.futures.TimeoutError:
-            if future.done():
-                raise  # the coroutine's own TimeoutError
+            if future.done():  # its own TimeoutError, or its outcome came just now
+                return future.result()
         if not loop.is_running() and future.cancel():  # (cancel: False once it finished)
             raise RuntimeError(f"bide: the event loop running {what} stopped before it "
                                "finished; its outcome is unknown")
