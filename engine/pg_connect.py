@@ -6,11 +6,14 @@ the kernel's retransmissions, about 15 minutes on Linux: a commit, a follow or t
 wake-up listener would hang that long. With them a dead peer is found within about
 a minute (30 s idle, then 3 probes 10 s apart; ``tcp_user_timeout`` bounds unacknowledged
 data to 60 s) and the connection fails like any lost one (``StoreError`` after the
-store's reconnect time). Options the URL gives win; over a Unix socket libpq ignores them.
+store's reconnect time). Options the URL gives win; a URL with ``keepalives=0`` or a
+service (``service=`` or ``PGSERVICE``: its file sets the options) gets none of ours.
+Over a Unix socket libpq ignores them.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import psycopg
@@ -28,6 +31,10 @@ def connect(url: str, *, application_name: str, connect_timeout: int = 10
         psycopg.OperationalError: the server cannot be reached (the callers retry).
     """
     given = conninfo_to_dict(url)
-    conninfo = make_conninfo(url, **{k: v for k, v in LIVENESS.items() if k not in given})
+    if "service" in given or os.environ.get("PGSERVICE") or str(given.get("keepalives")) == "0":
+        extra: dict[str, int] = {}  # a service file sets its own options (ours would win); 0 opts out
+    else:
+        extra = {k: v for k, v in LIVENESS.items() if k not in given}
+    conninfo = make_conninfo(url, **extra)
     return psycopg.connect(conninfo, autocommit=True, connect_timeout=connect_timeout,
                            application_name=application_name)

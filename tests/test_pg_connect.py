@@ -51,3 +51,24 @@ def test_the_store_and_the_follower_connect_through_it(pg_url: str) -> None:
             feed.close()
     finally:
         store.close()
+
+
+def test_keepalives_0_in_the_url_gets_none_of_ours(pg_url: str) -> None:
+    with pg_connect.connect(f"{pg_url}&keepalives=0", application_name="bide-test") as conn:
+        got = _options(conn)
+    assert got.get("keepalives") == "0"
+    assert got.get("tcp_user_timeout") in (None, "", "0")
+
+
+def test_a_service_file_s_own_options_win(pg_url: str, tmp_path, monkeypatch) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(pg_url)
+    services = tmp_path / "pg_service.conf"
+    services.write_text(f"[bidetest]\nhost={given['host']}\ndbname={given['dbname']}\n"
+                        f"user={given.get('user', 'postgres')}\nkeepalives_idle=5\n")
+    monkeypatch.setenv("PGSERVICEFILE", str(services))
+    with pg_connect.connect("service=bidetest", application_name="bide-test") as conn:
+        got = _options(conn)
+    assert got["keepalives_idle"] == "5"
+    assert got.get("tcp_user_timeout") in (None, "", "0")
