@@ -42,6 +42,7 @@ from typing import Any, Protocol
 import msgspec
 
 from ..formats import Checkpoint, PendingWrite, Record, check_serializable, pack_value, unpack_value
+from ..formats.codec import pack_plain
 from ..formats.errors import CorruptIndex
 from ..formats.packed_list import PackedList
 from . import call_refs
@@ -58,6 +59,8 @@ Op = tuple[str, str, Any]
 Entry = tuple[str, bytes]  # (table, key)
 _LEN, _START = struct.Struct(">H"), struct.Struct(">I")
 _TAIL = b"\xff\xff\xff\xff"
+_STR = frozenset({str})
+_MOST_KEPT = 4096  # value keys and decoded directories remembered, past which all go
 
 
 class Directory(msgspec.Struct, kw_only=True):
@@ -84,9 +87,18 @@ def directory_key(run_id: str) -> bytes:
     return run_prefix(run_id)
 
 
+_value_keys: dict[tuple[str, str], bytes] = {}  # a run's few keys, made at every step
+
+
 def value_key(run_id: str, name: str) -> bytes:
-    raw = name.encode("utf-8", "surrogatepass")
-    return run_prefix(run_id) + _LEN.pack(len(raw)) + raw
+    found = _value_keys.get((run_id, name))
+    if found is None:
+        raw = name.encode("utf-8", "surrogatepass")
+        found = run_prefix(run_id) + _LEN.pack(len(raw)) + raw
+        if len(_value_keys) >= _MOST_KEPT:
+            _value_keys.clear()
+        _value_keys[run_id, name] = found
+    return found
 
 
 def _chunk(run_id: str, name: str, index: int) -> Entry:
@@ -110,6 +122,27 @@ def load_directory(tables: Getter, run_id: str) -> Directory | None:
     key = directory_key(run_id)
     raw = tables.get(STATE, key)
     return None if raw is None else unpack_value(raw, Directory, table=STATE, key=key)
+
+
+# The directory each run's last fold wrote, by its key: (its bytes, the Directory). A
+# fold decoded it again at every step; now it takes the object (the bytes equal: it is
+# what they decode to) and hands it back once it is written.
+_folded: dict[bytes, tuple[bytes, Directory]] = {}
+
+
+def _take_directory(tables: Getter, key: bytes) -> Directory | None:
+    raw = tables.get(STATE, key)
+    if raw is None:
+        return None
+    kept = _folded.pop(key, None)  # taken: a fold that raises leaves nothing behind
+    if kept is not None and kept[0] == raw:
+        return kept[1]
+    return unpack_value(raw, Directory, table=STATE, key=key)
+
+
+def _pack_directory(found: Directory) -> bytes:
+    """``pack_value(found)``: the same bytes, without a walk of its plain values."""
+    return pack_plain(found) if _STR.issuperset(map(type, found.keys)) else pack_value(found)
 
 
 def keys_of_run(tables: Getter, run_id: str) -> list[Entry]:
@@ -211,7 +244,8 @@ def fold(tables: Tables, seq: int, cp: Checkpoint, called: Called = call_refs.no
     """
     run_id = cp.run_id
     batch = _Batch(tables)
-    old = load_directory(batch, run_id)
+    at = directory_key(run_id)
+    old = _take_directory(batch, at)
     try:
         if cp.full:
             for table, key in ([] if old is None else _keys_in(run_id, old)):
@@ -231,8 +265,12 @@ def fold(tables: Tables, seq: int, cp: Checkpoint, called: Called = call_refs.no
             tables.delete(table, gone)
         return
     old.at = seq
-    batch.put(STATE, directory_key(run_id), pack_value(old))
+    packed = _pack_directory(old)
+    batch.put(STATE, at, packed)
     batch.flush()
+    if len(_folded) >= _MOST_KEPT:
+        _folded.clear()
+    _folded[at] = (packed, old)
 
 
 def coalesced(ops: Iterable[tuple[str, str, Any]]) -> Iterator[tuple[str, str, Any]]:
