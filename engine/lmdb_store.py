@@ -131,6 +131,7 @@ class _Gate:
         self._active = 0
         self._resizing = False
         self._mine = threading.local()
+        self._shared = _Shared(self)  # one object for every use: entered at every commit
 
     def _held(self) -> int:
         return getattr(self._mine, "n", 0)
@@ -139,20 +140,23 @@ class _Gate:
         """Whether this thread has a transaction open (a read snapshot, most likely)."""
         return self._held() > 0
 
-    @contextmanager
-    def shared(self) -> Iterator[None]:
+    def shared(self) -> _Shared:
+        return self._shared
+
+    def _enter(self) -> None:
         with self._cond:
-            if not self._held():
+            held = self._held()
+            if not held:
                 while self._resizing:
                     self._cond.wait()
             self._active += 1
-            self._mine.n = self._held() + 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._active -= 1
-                self._mine.n -= 1
+            self._mine.n = held + 1
+
+    def _leave(self) -> None:
+        with self._cond:
+            self._active -= 1
+            self._mine.n -= 1
+            if self._resizing:  # only ``exclusive`` waits for the count to drop
                 self._cond.notify_all()
 
     @contextmanager
@@ -169,6 +173,22 @@ class _Gate:
             with self._cond:
                 self._resizing = False
                 self._cond.notify_all()
+
+
+class _Shared:
+    """``with gate.shared():`` as a plain object (a generator's context manager cost a
+    commit more than the gate itself)."""
+
+    __slots__ = ("gate",)
+
+    def __init__(self, gate: _Gate) -> None:
+        self.gate = gate
+
+    def __enter__(self) -> None:
+        self.gate._enter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.gate._leave()
 
 
 _gate = _Gate()
