@@ -59,6 +59,10 @@ class Layout:
             self._physical[RUNLOG] = self._runlog
         if LOG in self.shares:
             self._physical[LOG] = _LOG.__add__
+        # table -> (its key rule or None, its database): both, in one lookup per call
+        self.routes: dict[str, tuple[Callable[[bytes], bytes] | None, str]] = {}
+        for table in (LOG, META, LEASES, *DERIVED):
+            self.route(table)
 
     def home_db(self, table: str) -> str:
         """The database (a key of ``dbs``) that holds ``table``."""
@@ -67,6 +71,14 @@ class Layout:
     def filtered(self, table: str) -> bool:
         """Whether ``table``'s database holds other tables' keys too."""
         return table in self.shares or table in self.shared_by
+
+    def route(self, table: str) -> tuple[Callable[[bytes], bytes] | None, str]:
+        """``table``'s key rule (None: keys as they are) and ``home_db``, for a caller
+        that maps many keys (``routes`` holds every table this module knows)."""
+        found = self.routes.get(table)
+        if found is None:
+            found = self.routes[table] = (self._physical.get(table), self.home_db(table))
+        return found
 
     def physical(self, table: str, key: bytes) -> bytes:
         """The stored key of ``table``'s logical ``key``."""

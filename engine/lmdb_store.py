@@ -441,13 +441,14 @@ def _run_nested(env: lmdb.Environment, txn: lmdb.Transaction[bytes], batch: Batc
 def _get(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], lay: Layout, hot: Layer | None,
          table: str, key: bytes) -> bytes | None:
     """The value at a derived table's ``key``: from the hot cache when it knows it."""
-    if hot is None or table not in CACHED:
-        return txn.get(lay.physical(table, key), db=dbs[lay.home_db(table)])
-    found = hot.get(table, key)
-    if found is not MISS:
-        return found  # type: ignore[return-value]
-    raw = txn.get(lay.physical(table, key), db=dbs[lay.home_db(table)])
-    hot.seen(table, key, raw)
+    if hot is not None and table in CACHED:
+        found = hot.values.get((table, key), MISS)  # ``Layer.get``, inlined
+        if found is not MISS:
+            return found  # type: ignore[return-value]
+    rule, home = lay.routes.get(table) or lay.route(table)
+    raw = txn.get(key if rule is None else rule(key), db=dbs[home])
+    if hot is not None and table in CACHED:
+        hot.seen(table, key, raw)
     return raw
 
 
@@ -463,14 +464,16 @@ class TxnTables:
         return _get(self.txn, self.dbs, self.lay, self.hot, table, key)
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
-        self.txn.put(self.lay.physical(table, key), value, db=self.dbs[self.lay.home_db(table)])
+        rule, home = self.lay.routes.get(table) or self.lay.route(table)
+        self.txn.put(key if rule is None else rule(key), value, db=self.dbs[home])
         if self.hot is not None:
             self.hot.wrote = True
             if table in CACHED:
                 self.hot.seen(table, key, value)
 
     def delete(self, table: str, key: bytes) -> None:
-        self.txn.delete(self.lay.physical(table, key), db=self.dbs[self.lay.home_db(table)])
+        rule, home = self.lay.routes.get(table) or self.lay.route(table)
+        self.txn.delete(key if rule is None else rule(key), db=self.dbs[home])
         if self.hot is not None and table in CACHED:
             self.hot.seen(table, key, None)
 
@@ -478,8 +481,9 @@ class TxnTables:
         """Put the log record ``seq`` (above every seq in the log: LMDB's append path)."""
         if self.hot is not None:
             self.hot.wrote = True
-        self.txn.put(self.lay.physical(LOG, seq_key(seq)), raw,
-                     db=self.dbs[self.lay.home_db(LOG)], append=True)
+        rule, home = self.lay.routes[LOG]
+        key = seq_key(seq)
+        self.txn.put(key if rule is None else rule(key), raw, db=self.dbs[home], append=True)
 
     def delete_log(self, seq: int) -> None:
         self.txn.delete(self.lay.physical(LOG, seq_key(seq)), db=self.dbs[self.lay.home_db(LOG)])
