@@ -197,6 +197,34 @@ def with_checksum(table: str, key: bytes, raw: bytes) -> bytes | None:
     return frame_index(raw)
 
 
+# The head each run's last commit folded, by key: (its bytes, the RunHead). The commit
+# fence decoded the head it had just written at every step; now a commit takes the
+# object when the stored bytes are those (it is what they decode to) and keeps it after.
+_kept_heads: dict[bytes, tuple[bytes, RunHead]] = {}
+_MOST_KEPT = 4096
+
+
+def take_head(raw: bytes, key: bytes) -> RunHead:
+    """The head ``raw`` decodes to, the caller's own to change (taken from the kept ones:
+    a commit that raises leaves nothing behind)."""
+    kept = _kept_heads.pop(key, None)
+    if kept is not None and kept[0] == raw:
+        return kept[1]
+    return unpack_value(raw, RunHead, table=RUNS, key=key)  # type: ignore[no-any-return]
+
+
+def keep_head(key: bytes, raw: bytes, head: RunHead) -> None:
+    """``head`` is what ``raw`` (just stored at ``key``) decodes to; nobody else holds it.
+
+    Its lists and dicts must be its own: ``committed`` came from a checkpoint record, so
+    it is copied (a list of names); a ``waiting`` (a pause's) is never kept; ``policy``
+    is only ever set by a ``RunCreated``, which makes a new head, never a fenced one."""
+    head.committed = list(head.committed)
+    if len(_kept_heads) >= _MOST_KEPT:
+        _kept_heads.clear()
+    _kept_heads[key] = (raw, head)
+
+
 def load(tables: Tables, table: str, key: bytes, cls: type) -> Any:
     raw = tables.get(table, key)
     return None if raw is None else unpack_value(raw, cls, table=table, key=key)

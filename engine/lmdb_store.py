@@ -44,11 +44,13 @@ from .index import (
     RunHead,
     apply,
     call_results,
+    keep_head,
     refold_without,
     runlog_key,
     runlog_type,
     seq_key,
     seq_of,
+    take_head,
     with_checksum,
 )
 from .latest import SEGMENTS, STATE
@@ -587,6 +589,12 @@ class LMDBReader(TableReads):
             self.hot.last_seq = last
         return last
 
+    def owned_head(self, run_id: str) -> RunHead | None:
+        """``head``, the caller's own to change (a commit folds onto it, then keeps it)."""
+        key = run_id.encode()
+        raw = self.get(RUNS, key)
+        return None if raw is None else take_head(raw, key)
+
     def get(self, table: str, key: bytes) -> bytes | None:
         """The value at ``key`` in a derived table (``index.DERIVED``), or None."""
         return _get(self.txn, self.dbs, self.lay, self.hot, table, key)
@@ -841,6 +849,11 @@ class LMDBStore(Observed):
                 seqs.append(seq)
             if hot is not None:
                 hot.last_seq = seq
+                if head is not None and head.waiting is None:  # the next fence takes it
+                    key = head.run_id.encode()
+                    raw = hot.values.get((RUNS, key))
+                    if raw is not None:
+                        keep_head(key, raw, head)
             return seqs
 
         return self._observed_commit(lambda: self._write_staged(body), fence)
@@ -879,7 +892,7 @@ class LMDBStore(Observed):
         return removed
 
     def _check_fence(self, reader: LMDBReader, run_id: str, token: int) -> RunHead | None:
-        return check_fence(reader, run_id, token, self.clock())
+        return check_fence(reader, run_id, token, self.clock(), reader.owned_head)
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
         def body(txn: lmdb.Transaction[bytes], hot: Layer | None) -> bool:

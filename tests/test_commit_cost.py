@@ -88,9 +88,10 @@ def test_a_chain_superstep_s_commit_makes_about_six_lmdb_calls(tmp_path, monkeyp
     assert per_step(counts, steps, "get") <= 0.3, counts
     assert per_step(counts, steps, *LMDB_CALLS) <= 6.6, counts  # 17.5 before
     assert counts["cursor"] == 0, counts  # the last seq is known
-    # the head, decoded once by the fence (4 before; the state directory's decode is
-    # kept from the run's last fold); the list's tail is read without decoding it
-    assert per_step(counts, steps, "decode") <= 1.25, counts
+    # nothing but at a full snapshot (4 before): the head the fence reads and the state
+    # directory are kept decoded from the run's last commit; the list's tail is read
+    # without decoding it
+    assert per_step(counts, steps, "decode") <= 0.25, counts
     assert per_step(counts, steps, "list read") <= 0.9, counts
 
 
@@ -99,4 +100,4 @@ def test_a_fan_out_4_superstep_s_commit_makes_about_eight(tmp_path, monkeypatch)
     assert per_step(counts, steps, "put") <= 6.7, counts
     assert per_step(counts, steps, *LMDB_CALLS) <= 7.8, counts  # 19.1 before
     assert counts["cursor"] == 0, counts
-    assert per_step(counts, steps, "decode") <= 1.9, counts  # 4.2, then 2.9 before
+    assert per_step(counts, steps, "decode") <= 0.9, counts  # 4.2, then 2.9 before
