@@ -36,7 +36,7 @@ Every value but the groups fits in an LMDB page; a group is written once.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import msgspec
@@ -209,15 +209,17 @@ def _get(tables: Getter, entry: Entry) -> Any:
 
 # -- folding ----------------------------------------------------------------------------
 def delta_ops(record: Callable[[int], Record], cp: Checkpoint, called: Called
-              ) -> Iterator[Op]:
+              ) -> list[Op]:
     """The ops a delta checkpoint applies, in replay order: the pending writes it
     absorbed (``record`` reads them from the log), then its own ``ops``. A deferred
     op that names a tool call's result gets it from ``called`` (engine/call_refs.py).
+    A list, not a generator: the fold runs it at every superstep.
 
     Raises:
         KeyError: an absorbed pending write is not in the log, or a named call has
             no recorded result.
     """
+    out: list[Op] = []
     for wseq in cp.writes:
         ops: Iterable[Op]
         if wseq == DEFERRED:
@@ -227,8 +229,9 @@ def delta_ops(record: Callable[[int], Record], cp: Checkpoint, called: Called
             if not isinstance(write, PendingWrite):
                 raise KeyError(f"seq {wseq} is not a pending write")
             ops = write.ops
-        yield from (op for op in ops if op[1] != "custom")  # their result comes as a `set`
-    yield from cp.ops
+        out += [op for op in ops if op[1] != "custom"]  # their result comes as a `set`
+    out += cp.ops
+    return out
 
 
 def fold(tables: Tables, seq: int, cp: Checkpoint, called: Called = call_refs.no_calls
@@ -273,31 +276,36 @@ def fold(tables: Tables, seq: int, cp: Checkpoint, called: Called = call_refs.no
     _folded[at] = (packed, old)
 
 
-def coalesced(ops: Iterable[tuple[str, str, Any]]) -> Iterator[tuple[str, str, Any]]:
+def coalesced(ops: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
     """``ops`` with each run of appends to one key joined into one append.
 
     A fan-out superstep's siblings append to the same list one after another: each
     append on its own read, decoded, re-encoded and rewrote the list's tail, four
     times per superstep for four siblings; joined, the tail is encoded once.
     """
+    out: list[tuple[str, str, Any]] = []
     run: tuple[str, list[Any]] | None = None
     for name, kind, value in ops:
         if kind == "append" and run is not None and run[0] == name:
             run[1].extend(value)
             continue
         if run is not None:
-            yield run[0], "append", run[1]
+            out.append((run[0], "append", run[1]))
             run = None
         if kind == "append":
             run = (name, list(value))
         else:
-            yield name, kind, value
+            out.append((name, kind, value))
     if run is not None:
-        yield run[0], "append", run[1]
+        out.append((run[0], "append", run[1]))
+    return out
 
 
 class _LargeItem(Exception):
     """A list holds an item over ``ITEM_BYTES``: the run is left out of the index."""
+
+
+_UNREAD = object()  # not in a _Batch's dicts
 
 
 class _Batch:
@@ -310,15 +318,13 @@ class _Batch:
         self.stored: dict[Entry, bytes | None] = {}  # read from the tables: not read twice
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        if (table, key) in self.pending:
-            return self.pending[table, key]
-        return self._stored(table, key)
-
-    def _stored(self, table: str, key: bytes) -> bytes | None:
         entry = (table, key)
-        if entry not in self.stored:
-            self.stored[entry] = self.tables.get(table, key)
-        return self.stored[entry]
+        found = self.pending.get(entry, _UNREAD)
+        if found is _UNREAD:
+            found = self.stored.get(entry, _UNREAD)
+            if found is _UNREAD:
+                found = self.stored[entry] = self.tables.get(table, key)
+        return found  # type: ignore[return-value]
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.pending[table, key] = value
@@ -331,7 +337,9 @@ class _Batch:
 
     def flush(self) -> None:
         for (table, key), value in self.pending.items():
-            stored = self._stored(table, key)
+            stored = self.stored.get((table, key), _UNREAD)
+            if stored is _UNREAD:  # written unread: compared with what is there
+                stored = self.tables.get(table, key)
             if value is None and stored is not None:
                 self.tables.delete(table, key)
             elif value is not None and value != stored:
