@@ -129,7 +129,8 @@ class _Gate:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()  # taken as it is: Condition's own enter is Python
+        self._cond = threading.Condition(self._lock)
         self._active = 0
         self._resizing = False
         self._mine = threading.local()
@@ -146,8 +147,8 @@ class _Gate:
         return self._shared
 
     def _enter(self) -> None:
-        with self._cond:
-            held = self._held()
+        with self._lock:
+            held = getattr(self._mine, "n", 0)  # ``_held``, inlined
             if not held:
                 while self._resizing:
                     self._cond.wait()
@@ -155,7 +156,7 @@ class _Gate:
             self._mine.n = held + 1
 
     def _leave(self) -> None:
-        with self._cond:
+        with self._lock:
             self._active -= 1
             self._mine.n -= 1
             if self._resizing:  # only ``exclusive`` waits for the count to drop
