@@ -362,10 +362,13 @@ def _apply(tables: Tables, run_id: str, found: Directory, key: str, kind: str,
 
 
 def _set(tables: Tables, run_id: str, found: Directory, name: str, value: Any) -> None:
-    """Replace a key's value, dropping its old entries."""
+    """Replace a key's value, dropping its old entries (a value replacing a value is
+    just put: its one key is the same)."""
     if name in found.keys:
-        for table, key in _entry_keys(run_id, name, found.keys.pop(name)):
-            tables.delete(table, key)
+        spec = found.keys.pop(name)  # (put back below: the name moves last, as it always did)
+        if spec is not None or type(value) is list:
+            for table, key in _entry_keys(run_id, name, spec):
+                tables.delete(table, key)
     if type(value) is list:
         found.keys[name] = [0, 0]
         _append(tables, run_id, found, name, value)
