@@ -384,7 +384,8 @@ def _append(tables: Tables, run_id: str, found: Directory, name: str, items: lis
     spec = found.keys[name]
     assert spec is not None
     closed, tail_bytes = spec
-    tail = _packed(tables, _tail(run_id, name)) if tail_bytes else PackedList()
+    at = _tail(run_id, name)
+    tail = _take_tail(tables, at) if tail_bytes else PackedList()
     for item in items:
         encoded = check_serializable(item, name)
         if len(encoded) > ITEM_BYTES:
@@ -395,10 +396,27 @@ def _append(tables: Tables, run_id: str, found: Directory, name: str, items: lis
             _close(tables, run_id, name, closed, tail)
             closed, tail, tail_bytes = closed + 1, PackedList(), 0
     if tail.count:
-        tables.put(*_tail(run_id, name), tail.packed())
+        packed = tail.packed()
+        tables.put(*at, packed)
+        if len(_tails) >= _MOST_KEPT:
+            _tails.clear()
+        _tails[at[1]] = (packed, tail)
     elif spec[1]:
-        tables.delete(*_tail(run_id, name))
+        tables.delete(*at)
     found.keys[name] = [closed, tail_bytes]
+
+
+# Each list's open tail as its last append left it, by key: (its bytes, the PackedList).
+# An append read the tail back (checksum, copy, parse) at every step; now it takes the
+# object when the stored bytes are those (a fold that raises leaves nothing behind).
+_tails: dict[bytes, tuple[bytes, PackedList]] = {}
+
+
+def _take_tail(tables: Getter, entry: Entry) -> PackedList:
+    kept = _tails.pop(entry[1], None)
+    if kept is not None and kept[0] == tables.get(*entry):
+        return kept[1]
+    return _packed(tables, entry)
 
 
 def _packed(tables: Getter, entry: Entry) -> PackedList:

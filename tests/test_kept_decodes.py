@@ -1,7 +1,8 @@
 """A commit reuses what the run's last commit decoded or packed, never at the cost of a byte.
 
-The commit fence's run head and the latest-state directory are kept decoded by
-their bytes (engine/index.py ``take_head``, engine/latest.py ``_take_directory``):
+The commit fence's run head, the latest-state directory and a list's open tail are
+kept by their bytes (engine/index.py ``take_head``, engine/latest.py ``_take_directory``
+and ``_take_tail``):
 reused only while the stored bytes are the ones they were packed to. The head is
 packed without walking its scalar fields (``pack_head``): the same bytes as
 ``pack_value``, which golden tests pin.
@@ -84,11 +85,11 @@ def checkpoint(version: int, **fields: Any) -> Checkpoint:
 def test_a_directory_changed_under_the_fold_is_decoded_again():
     """Two stores folding the same run id: each fold reads its own directory's bytes."""
     one, two = DictTables(), DictTables()
-    latest.fold(one, 1, checkpoint(0, full=True, state={"a": 1}))
+    latest.fold(one, 1, checkpoint(0, full=True, state={"a": 1, "b": [0]}))
     latest.fold(two, 1, checkpoint(0, full=True, state={"b": [1]}))  # kept: two's
-    latest.fold(one, 2, checkpoint(1, base=1, ops=[("c", "set", 2)]))
+    latest.fold(one, 2, checkpoint(1, base=1, ops=[("c", "set", 2), ("b", "append", [3])]))
     latest.fold(two, 2, checkpoint(1, base=1, ops=[("b", "append", [2])]))
-    assert latest.read(one, "kept", 2) == {"a": 1, "c": 2}
+    assert latest.read(one, "kept", 2) == {"a": 1, "b": [0, 3], "c": 2}
     assert latest.read(two, "kept", 2) == {"b": [1, 2]}
 
 
