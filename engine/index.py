@@ -237,7 +237,7 @@ def take_head(raw: bytes, key: bytes) -> RunHead:
     kept = _kept_heads.pop(key, None)
     if kept is not None and kept[0] == raw:
         return kept[1]
-    return unpack_value(raw, RunHead, table=RUNS, key=key)  # type: ignore[no-any-return]
+    return unpack_value(raw, RunHead, table=RUNS, key=key)
 
 
 def keep_head(key: bytes, raw: bytes, head: RunHead) -> None:

@@ -551,8 +551,9 @@ class LMDBReader(TableReads):
     def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any],
                  hot: Layer | None = None) -> None:
         self.txn, self.dbs, self.lay, self.hot = txn, dbs, layout_of(dbs), hot
-        self._log_db = dbs[self.lay.home_db(LOG)]
-        self._log_prefix = self.lay.physical(LOG, b"")
+        rule, home = self.lay.routes[LOG]
+        self._log_db = dbs[home]
+        self._log_prefix = b"" if rule is None else rule(b"")
 
     def raw(self, seq: int) -> bytes | None:
         return self.txn.get(self._log_prefix + seq_key(seq), db=self._log_db)
@@ -835,9 +836,13 @@ class LMDBStore(Observed):
             if check is not None:
                 check(reader)
             seq = reader.last_seq()
-            given = records(reader) if callable(records) else records
-            batch = numbered(given, range(seq + 1, seq + 1 + len(given)))
-            raws = framed if framed is not None else [encode(r) for r in batch]
+            batch: Sequence[Record]
+            if callable(records):
+                given = records(reader)
+                batch = numbered(given, range(seq + 1, seq + 1 + len(given)))
+                raws = [encode(r) for r in batch]
+            else:  # records, none of them a Later (each was encoded)
+                batch, raws = records, framed  # type: ignore[assignment]
             seqs = []
             tables = TxnTables(txn, self.dbs, hot)
             for record, raw in zip(batch, raws, strict=True):
@@ -852,9 +857,9 @@ class LMDBStore(Observed):
                 hot.last_seq = seq
                 if head is not None and head.waiting is None:  # the next fence takes it
                     key = head.run_id.encode()
-                    raw = hot.values.get((RUNS, key))
-                    if raw is not None:
-                        keep_head(key, raw, head)
+                    packed = hot.values.get((RUNS, key))
+                    if packed is not None:
+                        keep_head(key, packed, head)
             return seqs
 
         return self._observed_commit(lambda: self._write_staged(body), fence)
