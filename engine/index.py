@@ -228,7 +228,7 @@ def pack_head(head: RunHead) -> bytes:
 # fence decoded the head it had just written at every step; now a commit takes the
 # object when the stored bytes are those (it is what they decode to) and keeps it after.
 _kept_heads: dict[bytes, tuple[bytes, RunHead]] = {}
-_MOST_KEPT = 4096
+_MOST_KEPT = 1024  # runs whose head is kept; past it all go
 
 
 def take_head(raw: bytes, key: bytes) -> RunHead:

@@ -60,7 +60,8 @@ Entry = tuple[str, bytes]  # (table, key)
 _LEN, _START = struct.Struct(">H"), struct.Struct(">I")
 _TAIL = b"\xff\xff\xff\xff"
 _STR = frozenset({str})
-_MOST_KEPT = 4096  # value keys and decoded directories remembered, past which all go
+_MOST_KEPT = 1024  # runs whose value keys, directory and tails are kept; past it all go
+_KEPT_BYTES = 4096  # a larger directory is decoded again (kept ones stay a few MB at most)
 
 
 class Directory(msgspec.Struct, kw_only=True):
@@ -271,9 +272,10 @@ def fold(tables: Tables, seq: int, cp: Checkpoint, called: Called = call_refs.no
     packed = _pack_directory(old)
     batch.put(STATE, at, packed)
     batch.flush()
-    if len(_folded) >= _MOST_KEPT:
-        _folded.clear()
-    _folded[at] = (packed, old)
+    if len(packed) <= _KEPT_BYTES:
+        if len(_folded) >= _MOST_KEPT:
+            _folded.clear()
+        _folded[at] = (packed, old)
 
 
 def coalesced(ops: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
