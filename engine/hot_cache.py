@@ -140,8 +140,11 @@ class Layer:
     def keep(self) -> None:
         """The request returned: its changes join its transaction's."""
         undo = self.cache.undo
-        for entry, old in self.undo.items():
-            undo.setdefault(entry, old)
+        if not undo:  # the transaction's first request (a chain's only one): its changes
+            self.cache.undo = self.undo
+        else:
+            for entry, old in self.undo.items():
+                undo.setdefault(entry, old)
         self.cache.wrote = self.cache.wrote or self.wrote
 
     def drop(self) -> None:

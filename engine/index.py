@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from typing import Any, Protocol
 
 import msgspec
@@ -26,9 +27,11 @@ from ..formats import (
     pack_value,
     unpack_value,
 )
+from ..formats.codec import pack_plain
 from ..formats.envelope import INDEX_MAGIC, frame_index, unframe_index
 from ..formats.errors import CorruptIndex
 from ..formats.records import intent_key as call_key
+from ..formats.values import to_wire
 from . import attention, call_refs
 from .attention import ATTENTION
 from .call_refs import Called
@@ -40,7 +43,7 @@ from .keys import seq_key as seq_key
 from .keys import seq_of as seq_of
 from .latest import SEGMENTS, STATE, keys_of_run
 from .latest import fold as fold_latest
-from .vocabulary import FINISHED, WAITING, Decision, IntentStatus, Status
+from .vocabulary import FINISHED, WAITING, Decision, IntentStatus, Status, Waiting
 
 RUNS, RUNLOG, INTENTS, APPROVALS = "runs", "runlog", "intents", "approvals"
 DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS, ATTENTION, STATE, SEGMENTS,
@@ -197,6 +200,58 @@ def with_checksum(table: str, key: bytes, raw: bytes) -> bytes | None:
     return frame_index(raw)
 
 
+# ``pack_head``: a head's fields a user's value reaches (walked for kept types); every
+# other field holds a scalar or a word (a str enum msgspec writes as its value, the very
+# bytes ``pack_value`` stores for it), checked at C speed before the head is written as is
+_HEAD_USER = ("policy", "committed", "waiting")
+_head_user = itemgetter(*(RunHead.__struct_fields__.index(name) for name in _HEAD_USER))
+_head_scalars = itemgetter(*(i for i, name in enumerate(RunHead.__struct_fields__)
+                             if name not in _HEAD_USER))
+_SCALARS_OR_WORDS = frozenset({str, int, float, bool, type(None), bytes,
+                               Status, IntentStatus, Decision, Waiting})
+
+
+def pack_head(head: RunHead) -> bytes:
+    """``pack_value(head)``: the same bytes, without a Python walk of its ~25 fields
+    (a commit packs the head at every superstep)."""
+    values = msgspec.structs.astuple(head)
+    if not _SCALARS_OR_WORDS.issuperset(map(type, _head_scalars(values))):
+        return pack_value(head)
+    changes = {}
+    for name, value in zip(_HEAD_USER, _head_user(values), strict=True):
+        if value is not None and (wire := to_wire(value)) is not value:
+            changes[name] = wire
+    return pack_plain(msgspec.structs.replace(head, **changes) if changes else head)
+
+
+# The head each run's last commit folded, by key: (its bytes, the RunHead). The commit
+# fence decoded the head it had just written at every step; now a commit takes the
+# object when the stored bytes are those (it is what they decode to) and keeps it after.
+_kept_heads: dict[bytes, tuple[bytes, RunHead]] = {}
+_MOST_KEPT = 1024  # runs whose head is kept; past it all go
+
+
+def take_head(raw: bytes, key: bytes) -> RunHead:
+    """The head ``raw`` decodes to, the caller's own to change (taken from the kept ones:
+    a commit that raises leaves nothing behind)."""
+    kept = _kept_heads.pop(key, None)
+    if kept is not None and kept[0] == raw:
+        return kept[1]
+    return unpack_value(raw, RunHead, table=RUNS, key=key)
+
+
+def keep_head(key: bytes, raw: bytes, head: RunHead) -> None:
+    """``head`` is what ``raw`` (just stored at ``key``) decodes to; nobody else holds it.
+
+    Its lists and dicts must be its own: ``committed`` came from a checkpoint record, so
+    it is copied (a list of names); a ``waiting`` (a pause's) is never kept; ``policy``
+    is only ever set by a ``RunCreated``, which makes a new head, never a fenced one."""
+    head.committed = list(head.committed)
+    if len(_kept_heads) >= _MOST_KEPT:
+        _kept_heads.clear()
+    _kept_heads[key] = (raw, head)
+
+
 def load(tables: Tables, table: str, key: bytes, cls: type) -> Any:
     raw = tables.get(table, key)
     return None if raw is None else unpack_value(raw, cls, table=table, key=key)
@@ -232,7 +287,7 @@ def apply(tables: Tables, seq: int, size: int, record: Record,
     head.bytes += size
     head.updated_at = max(head.updated_at, getattr(record, "at", 0.0) or 0.0)
     _fold(tables, head, seq, record)
-    tables.put(RUNS, run_id.encode(), pack_value(head))
+    tables.put(RUNS, run_id.encode(), pack_head(head))
     if head.status != was:  # the table changes only with the status: skip the read otherwise
         attention.fold(tables, run_id, None if head.status in FINISHED else head.status)
     return head

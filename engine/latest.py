@@ -36,12 +36,13 @@ Every value but the groups fits in an LMDB page; a group is written once.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import msgspec
 
 from ..formats import Checkpoint, PendingWrite, Record, check_serializable, pack_value, unpack_value
+from ..formats.codec import pack_plain
 from ..formats.errors import CorruptIndex
 from ..formats.packed_list import PackedList
 from . import call_refs
@@ -58,6 +59,9 @@ Op = tuple[str, str, Any]
 Entry = tuple[str, bytes]  # (table, key)
 _LEN, _START = struct.Struct(">H"), struct.Struct(">I")
 _TAIL = b"\xff\xff\xff\xff"
+_STR = frozenset({str})
+_MOST_KEPT = 1024  # runs whose value keys, directory and tails are kept; past it all go
+_KEPT_BYTES = 4096  # a larger directory is decoded again (kept ones stay a few MB at most)
 
 
 class Directory(msgspec.Struct, kw_only=True):
@@ -84,9 +88,18 @@ def directory_key(run_id: str) -> bytes:
     return run_prefix(run_id)
 
 
+_value_keys: dict[tuple[str, str], bytes] = {}  # a run's few keys, made at every step
+
+
 def value_key(run_id: str, name: str) -> bytes:
-    raw = name.encode("utf-8", "surrogatepass")
-    return run_prefix(run_id) + _LEN.pack(len(raw)) + raw
+    found = _value_keys.get((run_id, name))
+    if found is None:
+        raw = name.encode("utf-8", "surrogatepass")
+        found = run_prefix(run_id) + _LEN.pack(len(raw)) + raw
+        if len(_value_keys) >= _MOST_KEPT:
+            _value_keys.clear()
+        _value_keys[run_id, name] = found
+    return found
 
 
 def _chunk(run_id: str, name: str, index: int) -> Entry:
@@ -110,6 +123,27 @@ def load_directory(tables: Getter, run_id: str) -> Directory | None:
     key = directory_key(run_id)
     raw = tables.get(STATE, key)
     return None if raw is None else unpack_value(raw, Directory, table=STATE, key=key)
+
+
+# The directory each run's last fold wrote, by its key: (its bytes, the Directory). A
+# fold decoded it again at every step; now it takes the object (the bytes equal: it is
+# what they decode to) and hands it back once it is written.
+_folded: dict[bytes, tuple[bytes, Directory]] = {}
+
+
+def _take_directory(tables: Getter, key: bytes) -> Directory | None:
+    raw = tables.get(STATE, key)
+    if raw is None:
+        return None
+    kept = _folded.pop(key, None)  # taken: a fold that raises leaves nothing behind
+    if kept is not None and kept[0] == raw:
+        return kept[1]
+    return unpack_value(raw, Directory, table=STATE, key=key)
+
+
+def _pack_directory(found: Directory) -> bytes:
+    """``pack_value(found)``: the same bytes, without a walk of its plain values."""
+    return pack_plain(found) if _STR.issuperset(map(type, found.keys)) else pack_value(found)
 
 
 def keys_of_run(tables: Getter, run_id: str) -> list[Entry]:
@@ -176,15 +210,17 @@ def _get(tables: Getter, entry: Entry) -> Any:
 
 # -- folding ----------------------------------------------------------------------------
 def delta_ops(record: Callable[[int], Record], cp: Checkpoint, called: Called
-              ) -> Iterator[Op]:
+              ) -> list[Op]:
     """The ops a delta checkpoint applies, in replay order: the pending writes it
     absorbed (``record`` reads them from the log), then its own ``ops``. A deferred
     op that names a tool call's result gets it from ``called`` (engine/call_refs.py).
+    A list, not a generator: the fold runs it at every superstep.
 
     Raises:
         KeyError: an absorbed pending write is not in the log, or a named call has
             no recorded result.
     """
+    out: list[Op] = []
     for wseq in cp.writes:
         ops: Iterable[Op]
         if wseq == DEFERRED:
@@ -194,8 +230,9 @@ def delta_ops(record: Callable[[int], Record], cp: Checkpoint, called: Called
             if not isinstance(write, PendingWrite):
                 raise KeyError(f"seq {wseq} is not a pending write")
             ops = write.ops
-        yield from (op for op in ops if op[1] != "custom")  # their result comes as a `set`
-    yield from cp.ops
+        out += [op for op in ops if op[1] != "custom"]  # their result comes as a `set`
+    out += cp.ops
+    return out
 
 
 def fold(tables: Tables, seq: int, cp: Checkpoint, called: Called = call_refs.no_calls
@@ -211,7 +248,8 @@ def fold(tables: Tables, seq: int, cp: Checkpoint, called: Called = call_refs.no
     """
     run_id = cp.run_id
     batch = _Batch(tables)
-    old = load_directory(batch, run_id)
+    at = directory_key(run_id)
+    old = _take_directory(batch, at)
     try:
         if cp.full:
             for table, key in ([] if old is None else _keys_in(run_id, old)):
@@ -231,35 +269,45 @@ def fold(tables: Tables, seq: int, cp: Checkpoint, called: Called = call_refs.no
             tables.delete(table, gone)
         return
     old.at = seq
-    batch.put(STATE, directory_key(run_id), pack_value(old))
+    packed = _pack_directory(old)
+    batch.put(STATE, at, packed)
     batch.flush()
+    if len(packed) <= _KEPT_BYTES:
+        if len(_folded) >= _MOST_KEPT:
+            _folded.clear()
+        _folded[at] = (packed, old)
 
 
-def coalesced(ops: Iterable[tuple[str, str, Any]]) -> Iterator[tuple[str, str, Any]]:
+def coalesced(ops: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
     """``ops`` with each run of appends to one key joined into one append.
 
     A fan-out superstep's siblings append to the same list one after another: each
     append on its own read, decoded, re-encoded and rewrote the list's tail, four
     times per superstep for four siblings; joined, the tail is encoded once.
     """
+    out: list[tuple[str, str, Any]] = []
     run: tuple[str, list[Any]] | None = None
     for name, kind, value in ops:
         if kind == "append" and run is not None and run[0] == name:
             run[1].extend(value)
             continue
         if run is not None:
-            yield run[0], "append", run[1]
+            out.append((run[0], "append", run[1]))
             run = None
         if kind == "append":
             run = (name, list(value))
         else:
-            yield name, kind, value
+            out.append((name, kind, value))
     if run is not None:
-        yield run[0], "append", run[1]
+        out.append((run[0], "append", run[1]))
+    return out
 
 
 class _LargeItem(Exception):
     """A list holds an item over ``ITEM_BYTES``: the run is left out of the index."""
+
+
+_UNREAD = object()  # not in a _Batch's dicts
 
 
 class _Batch:
@@ -272,15 +320,13 @@ class _Batch:
         self.stored: dict[Entry, bytes | None] = {}  # read from the tables: not read twice
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        if (table, key) in self.pending:
-            return self.pending[table, key]
-        return self._stored(table, key)
-
-    def _stored(self, table: str, key: bytes) -> bytes | None:
         entry = (table, key)
-        if entry not in self.stored:
-            self.stored[entry] = self.tables.get(table, key)
-        return self.stored[entry]
+        found = self.pending.get(entry, _UNREAD)
+        if found is _UNREAD:
+            found = self.stored.get(entry, _UNREAD)
+            if found is _UNREAD:
+                found = self.stored[entry] = self.tables.get(table, key)
+        return found  # type: ignore[return-value]
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.pending[table, key] = value
@@ -293,7 +339,9 @@ class _Batch:
 
     def flush(self) -> None:
         for (table, key), value in self.pending.items():
-            stored = self._stored(table, key)
+            stored = self.stored.get((table, key), _UNREAD)
+            if stored is _UNREAD:  # written unread: compared with what is there
+                stored = self.tables.get(table, key)
             if value is None and stored is not None:
                 self.tables.delete(table, key)
             elif value is not None and value != stored:
@@ -316,10 +364,13 @@ def _apply(tables: Tables, run_id: str, found: Directory, key: str, kind: str,
 
 
 def _set(tables: Tables, run_id: str, found: Directory, name: str, value: Any) -> None:
-    """Replace a key's value, dropping its old entries."""
+    """Replace a key's value, dropping its old entries (a value replacing a value is
+    just put: its one key is the same)."""
     if name in found.keys:
-        for table, key in _entry_keys(run_id, name, found.keys.pop(name)):
-            tables.delete(table, key)
+        spec = found.keys.pop(name)  # (put back below: the name moves last, as it always did)
+        if spec is not None or type(value) is list:
+            for table, key in _entry_keys(run_id, name, spec):
+                tables.delete(table, key)
     if type(value) is list:
         found.keys[name] = [0, 0]
         _append(tables, run_id, found, name, value)
@@ -335,7 +386,8 @@ def _append(tables: Tables, run_id: str, found: Directory, name: str, items: lis
     spec = found.keys[name]
     assert spec is not None
     closed, tail_bytes = spec
-    tail = _packed(tables, _tail(run_id, name)) if tail_bytes else PackedList()
+    at = _tail(run_id, name)
+    tail = _take_tail(tables, at) if tail_bytes else PackedList()
     for item in items:
         encoded = check_serializable(item, name)
         if len(encoded) > ITEM_BYTES:
@@ -346,10 +398,27 @@ def _append(tables: Tables, run_id: str, found: Directory, name: str, items: lis
             _close(tables, run_id, name, closed, tail)
             closed, tail, tail_bytes = closed + 1, PackedList(), 0
     if tail.count:
-        tables.put(*_tail(run_id, name), tail.packed())
+        packed = tail.packed()
+        tables.put(*at, packed)
+        if len(_tails) >= _MOST_KEPT:
+            _tails.clear()
+        _tails[at[1]] = (packed, tail)
     elif spec[1]:
-        tables.delete(*_tail(run_id, name))
+        tables.delete(*at)
     found.keys[name] = [closed, tail_bytes]
+
+
+# Each list's open tail as its last append left it, by key: (its bytes, the PackedList).
+# An append read the tail back (checksum, copy, parse) at every step; now it takes the
+# object when the stored bytes are those (a fold that raises leaves nothing behind).
+_tails: dict[bytes, tuple[bytes, PackedList]] = {}
+
+
+def _take_tail(tables: Getter, entry: Entry) -> PackedList:
+    kept = _tails.pop(entry[1], None)
+    if kept is not None and kept[0] == tables.get(*entry):
+        return kept[1]
+    return _packed(tables, entry)
 
 
 def _packed(tables: Getter, entry: Entry) -> PackedList:

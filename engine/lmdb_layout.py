@@ -50,15 +50,19 @@ class Layout:
         self.named = tuple(dict.fromkeys(
             t for t in (LOG, META, LEASES, *DERIVED) if t not in self.shares))
         self.runs_shared = RUNS in self.shares
-        self._state_keys: dict[bytes, bytes] = {}  # logical -> stored (a pure function)
-        # each table's key rule, chosen once: a commit asks for a dozen keys
+        # each table's key rule, chosen once: a commit asks for a dozen keys; a run's few
+        # state keys and its head's are asked at every step: kept (``_Memo``)
         self._physical: dict[str, Callable[[bytes], bytes]] = {
-            STATE: self._state, SEGMENTS: self._segment}
+            STATE: _Memo(self._state).__getitem__, SEGMENTS: self._segment}
         if self.runs_shared:
-            self._physical[RUNS] = _head_key
+            self._physical[RUNS] = _Memo(_head_key).__getitem__
             self._physical[RUNLOG] = self._runlog
         if LOG in self.shares:
             self._physical[LOG] = _LOG.__add__
+        # table -> (its key rule or None, its database): both, in one lookup per call
+        self.routes: dict[str, tuple[Callable[[bytes], bytes] | None, str]] = {}
+        for table in (LOG, META, LEASES, *DERIVED):
+            self.route(table)
 
     def home_db(self, table: str) -> str:
         """The database (a key of ``dbs``) that holds ``table``."""
@@ -68,28 +72,32 @@ class Layout:
         """Whether ``table``'s database holds other tables' keys too."""
         return table in self.shares or table in self.shared_by
 
+    def route(self, table: str) -> tuple[Callable[[bytes], bytes] | None, str]:
+        """``table``'s key rule (None: keys as they are) and ``home_db``, for a caller
+        that maps many keys (``routes`` holds every table this module knows)."""
+        found = self.routes.get(table)
+        if found is None:
+            found = self.routes[table] = (self._physical.get(table), self.home_db(table))
+        return found
+
     def physical(self, table: str, key: bytes) -> bytes:
         """The stored key of ``table``'s logical ``key``."""
         rule = self._physical.get(table)
         return key if rule is None else rule(key)
 
     def _state(self, key: bytes) -> bytes:
-        found = self._state_keys.get(key)  # a run's few state keys, at every step
-        if found is None:
-            cut = key.index(b"\x00") + 1  # only a 0x01 of the run id needs escaping
-            if self.runs_shared and b"\x01" in key[:cut]:
-                found = _escape(key[:cut - 1]) + b"\x00" + _MARK + key[cut:]
-            else:
-                found = key[:cut] + _MARK + key[cut:]
-            if len(self._state_keys) >= _MOST_KEPT:
-                self._state_keys.clear()
-            self._state_keys[key] = found
-        return found
+        cut = key.index(b"\x00") + 1  # only a 0x01 of the run id needs escaping
+        if self.runs_shared and b"\x01" in key[:cut]:
+            return _escape(key[:cut - 1]) + b"\x00" + _MARK + key[cut:]
+        return key[:cut] + _MARK + key[cut:]
 
     def _segment(self, key: bytes) -> bytes:
         return _MARK + self._run_part(key, key.index(b"\x00"))
 
     def _runlog(self, key: bytes) -> bytes:
+        run = key[:-9]
+        if b"\x00" not in run and b"\x01" not in run:  # ``_escape`` would keep it (most)
+            return key
         return self._run_part(key, len(key) - 9)
 
     def _run_part(self, key: bytes, end: int) -> bytes:
@@ -132,6 +140,21 @@ class Layout:
             cut = prefix.index(b"\x00") + 1
             return prefix[:cut] + _MARK + prefix[cut:]
         return prefix
+
+
+class _Memo(dict[bytes, bytes]):
+    """A pure key rule's answers, kept: a key asked again is a dict lookup in C (no
+    Python call); past ``_MOST_KEPT`` keys all go."""
+
+    def __init__(self, rule: Callable[[bytes], bytes]) -> None:
+        super().__init__()
+        self.rule = rule
+
+    def __missing__(self, key: bytes) -> bytes:
+        if len(self) >= _MOST_KEPT:
+            self.clear()
+        found = self[key] = self.rule(key)
+        return found
 
 
 def _head_key(run: bytes) -> bytes:

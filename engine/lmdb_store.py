@@ -44,11 +44,13 @@ from .index import (
     RunHead,
     apply,
     call_results,
+    keep_head,
     refold_without,
     runlog_key,
     runlog_type,
     seq_key,
     seq_of,
+    take_head,
     with_checksum,
 )
 from .latest import SEGMENTS, STATE
@@ -127,10 +129,12 @@ class _Gate:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()  # taken as it is: Condition's own enter is Python
+        self._cond = threading.Condition(self._lock)
         self._active = 0
         self._resizing = False
         self._mine = threading.local()
+        self._shared = _Shared(self)  # one object for every use: entered at every commit
 
     def _held(self) -> int:
         return getattr(self._mine, "n", 0)
@@ -139,20 +143,23 @@ class _Gate:
         """Whether this thread has a transaction open (a read snapshot, most likely)."""
         return self._held() > 0
 
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        with self._cond:
-            if not self._held():
+    def shared(self) -> _Shared:
+        return self._shared
+
+    def _enter(self) -> None:
+        with self._lock:
+            held = getattr(self._mine, "n", 0)  # ``_held``, inlined
+            if not held:
                 while self._resizing:
                     self._cond.wait()
             self._active += 1
-            self._mine.n = self._held() + 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._active -= 1
-                self._mine.n -= 1
+            self._mine.n = held + 1
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._active -= 1
+            self._mine.n -= 1
+            if self._resizing:  # only ``exclusive`` waits for the count to drop
                 self._cond.notify_all()
 
     @contextmanager
@@ -174,6 +181,22 @@ class _Gate:
             with self._cond:
                 self._resizing = False
                 self._cond.notify_all()
+
+
+class _Shared:
+    """``with gate.shared():`` as a plain object (a generator's context manager cost a
+    commit more than the gate itself)."""
+
+    __slots__ = ("gate",)
+
+    def __init__(self, gate: _Gate) -> None:
+        self.gate = gate
+
+    def __enter__(self) -> None:
+        self.gate._enter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.gate._leave()
 
 
 _gate = _Gate()
@@ -426,13 +449,14 @@ def _run_nested(env: lmdb.Environment, txn: lmdb.Transaction[bytes], batch: Batc
 def _get(txn: lmdb.Transaction[bytes], dbs: dict[str, Any], lay: Layout, hot: Layer | None,
          table: str, key: bytes) -> bytes | None:
     """The value at a derived table's ``key``: from the hot cache when it knows it."""
-    if hot is None or table not in CACHED:
-        return txn.get(lay.physical(table, key), db=dbs[lay.home_db(table)])
-    found = hot.get(table, key)
-    if found is not MISS:
-        return found  # type: ignore[return-value]
-    raw = txn.get(lay.physical(table, key), db=dbs[lay.home_db(table)])
-    hot.seen(table, key, raw)
+    if hot is not None and table in CACHED:
+        found = hot.values.get((table, key), MISS)  # ``Layer.get``, inlined
+        if found is not MISS:
+            return found  # type: ignore[return-value]
+    rule, home = lay.routes.get(table) or lay.route(table)
+    raw = txn.get(key if rule is None else rule(key), db=dbs[home])
+    if hot is not None and table in CACHED:
+        hot.seen(table, key, raw)
     return raw
 
 
@@ -448,14 +472,16 @@ class TxnTables:
         return _get(self.txn, self.dbs, self.lay, self.hot, table, key)
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
-        self.txn.put(self.lay.physical(table, key), value, db=self.dbs[self.lay.home_db(table)])
+        rule, home = self.lay.routes.get(table) or self.lay.route(table)
+        self.txn.put(key if rule is None else rule(key), value, db=self.dbs[home])
         if self.hot is not None:
             self.hot.wrote = True
             if table in CACHED:
                 self.hot.seen(table, key, value)
 
     def delete(self, table: str, key: bytes) -> None:
-        self.txn.delete(self.lay.physical(table, key), db=self.dbs[self.lay.home_db(table)])
+        rule, home = self.lay.routes.get(table) or self.lay.route(table)
+        self.txn.delete(key if rule is None else rule(key), db=self.dbs[home])
         if self.hot is not None and table in CACHED:
             self.hot.seen(table, key, None)
 
@@ -463,8 +489,9 @@ class TxnTables:
         """Put the log record ``seq`` (above every seq in the log: LMDB's append path)."""
         if self.hot is not None:
             self.hot.wrote = True
-        self.txn.put(self.lay.physical(LOG, seq_key(seq)), raw,
-                     db=self.dbs[self.lay.home_db(LOG)], append=True)
+        rule, home = self.lay.routes[LOG]
+        key = seq_key(seq)
+        self.txn.put(key if rule is None else rule(key), raw, db=self.dbs[home], append=True)
 
     def delete_log(self, seq: int) -> None:
         self.txn.delete(self.lay.physical(LOG, seq_key(seq)), db=self.dbs[self.lay.home_db(LOG)])
@@ -529,8 +556,9 @@ class LMDBReader(TableReads):
     def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any],
                  hot: Layer | None = None) -> None:
         self.txn, self.dbs, self.lay, self.hot = txn, dbs, layout_of(dbs), hot
-        self._log_db = dbs[self.lay.home_db(LOG)]
-        self._log_prefix = self.lay.physical(LOG, b"")
+        rule, home = self.lay.routes[LOG]
+        self._log_db = dbs[home]
+        self._log_prefix = b"" if rule is None else rule(b"")
 
     def raw(self, seq: int) -> bytes | None:
         return self.txn.get(self._log_prefix + seq_key(seq), db=self._log_db)
@@ -567,6 +595,12 @@ class LMDBReader(TableReads):
         if self.hot is not None:
             self.hot.last_seq = last
         return last
+
+    def owned_head(self, run_id: str) -> RunHead | None:
+        """``head``, the caller's own to change (a commit folds onto it, then keeps it)."""
+        key = run_id.encode()
+        raw = self.get(RUNS, key)
+        return None if raw is None else take_head(raw, key)
 
     def get(self, table: str, key: bytes) -> bytes | None:
         """The value at ``key`` in a derived table (``index.DERIVED``), or None."""
@@ -807,9 +841,13 @@ class LMDBStore(Observed):
             if check is not None:
                 check(reader)
             seq = reader.last_seq()
-            given = records(reader) if callable(records) else records
-            batch = numbered(given, range(seq + 1, seq + 1 + len(given)))
-            raws = framed if framed is not None else [encode(r) for r in batch]
+            batch: Sequence[Record]
+            if callable(records):
+                given = records(reader)
+                batch = numbered(given, range(seq + 1, seq + 1 + len(given)))
+                raws = [encode(r) for r in batch]
+            else:  # records, none of them a Later (each was encoded)
+                batch, raws = records, framed  # type: ignore[assignment]
             seqs = []
             tables = TxnTables(txn, self.dbs, hot)
             for record, raw in zip(batch, raws, strict=True):
@@ -822,6 +860,11 @@ class LMDBStore(Observed):
                 seqs.append(seq)
             if hot is not None:
                 hot.last_seq = seq
+                if head is not None and head.waiting is None:  # the next fence takes it
+                    key = head.run_id.encode()
+                    packed = hot.values.get((RUNS, key))
+                    if packed is not None:
+                        keep_head(key, packed, head)
             return seqs
 
         return self._observed_commit(lambda: self._write_staged(body), fence)
@@ -860,7 +903,7 @@ class LMDBStore(Observed):
         return removed
 
     def _check_fence(self, reader: LMDBReader, run_id: str, token: int) -> RunHead | None:
-        return check_fence(reader, run_id, token, self.clock())
+        return check_fence(reader, run_id, token, self.clock(), reader.owned_head)
 
     def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
         def body(txn: lmdb.Transaction[bytes], hot: Layer | None) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..formats import Checkpoint, PendingWrite, pack_value
@@ -211,8 +212,12 @@ def renew_if_held(reader: Reader, tables: Tables, run_id: str, token: int,
     return True
 
 
-def check_fence(reader: Reader, run_id: str, token: int, now: float) -> RunHead | None:
+def check_fence(reader: Reader, run_id: str, token: int, now: float,
+                read: Callable[[str], RunHead | None] | None = None) -> RunHead | None:
     """Refuse a fenced commit unless ``token`` holds the run's lease and it is live at ``now``.
+
+    Args:
+        read: how to read the head, if not ``reader.head`` (LMDB's commit takes its own).
 
     Returns:
         The run's head as read (a commit folds its records onto it: no second read),
@@ -223,7 +228,7 @@ def check_fence(reader: Reader, run_id: str, token: int, now: float) -> RunHead 
     """
     if faults.switch("no_fencing"):
         return None
-    head = reader.head(run_id)
+    head = reader.head(run_id) if read is None else read(run_id)
     current = None if head is None else head.lease_token
     if current != token or head is None or head.lease_owner is None:
         raise StaleLease(run_id, token, current)

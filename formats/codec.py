@@ -229,6 +229,12 @@ def pack_value(value: Any) -> bytes:
     return frame_index(_encoder.encode(value))
 
 
+def pack_plain(value: Any) -> bytes:
+    """:func:`pack_value` of a value the caller knows holds msgpack's own types only (no
+    kept type, no enum member): the same bytes, without walking it first."""
+    return frame_index(_encoder.encode(value))
+
+
 def unpack_value(data: bytes, type: Any = Any, *, table: str, key: bytes) -> Any:  # noqa: A002
     """Inverse of :func:`pack_value`; also reads values written before index checksums.
 
