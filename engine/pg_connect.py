@@ -32,7 +32,7 @@ def connect(url: str, *, application_name: str, connect_timeout: int = 10
     """
     given = conninfo_to_dict(url)
     if "service" in given or os.environ.get("PGSERVICE") or str(given.get("keepalives")) == "0":
-        extra: dict[str, int] = {}  # a service file sets its own options (ours would win); 0 opts out
+        extra: dict[str, int] = {}  # a service's file sets its own (ours would win)
     else:
         extra = {k: v for k, v in LIVENESS.items() if k not in given}
     conninfo = make_conninfo(url, **extra)
