@@ -245,8 +245,13 @@ def keep_head(key: bytes, raw: bytes, head: RunHead) -> None:
 
     Its lists and dicts must be its own: ``committed`` came from a checkpoint record, so
     it is copied (a list of names); a ``waiting`` (a pause's) is never kept; ``policy``
-    is only ever set by a ``RunCreated``, which makes a new head, never a fenced one."""
+    is only ever set by a ``RunCreated``, which makes a new head, never a fenced one.
+    Its times are made floats, as decoding ``raw`` makes them: a clock that gives ints
+    would otherwise be packed as ints at the next commit (other bytes, equal values)."""
     head.committed = list(head.committed)
+    head.created_at = float(head.created_at)
+    head.updated_at = float(head.updated_at)
+    head.lease_expires = float(head.lease_expires)
     if len(_kept_heads) >= _MOST_KEPT:
         _kept_heads.clear()
     _kept_heads[key] = (raw, head)

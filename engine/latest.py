@@ -60,8 +60,11 @@ Entry = tuple[str, bytes]  # (table, key)
 _LEN, _START = struct.Struct(">H"), struct.Struct(">I")
 _TAIL = b"\xff\xff\xff\xff"
 _STR = frozenset({str})
-_MOST_KEPT = 1024  # runs whose value keys, directory and tails are kept; past it all go
-_KEPT_BYTES = 4096  # a larger directory is decoded again (kept ones stay a few MB at most)
+_MOST_KEPT = 1024  # runs' directories, lists' tails, keys' value keys kept; past it all go
+_KEPT_BYTES = 4096  # a larger directory is decoded again
+# directories' stored bytes kept in all: decoded, a directory takes ~18x its bytes (1,023
+# directories of 4 KB held 76 MB), so this keeps them to ~5 MB
+_KEPT_DIRECTORY_BYTES = 256 << 10
 
 
 class Directory(msgspec.Struct, kw_only=True):
@@ -129,15 +132,19 @@ def load_directory(tables: Getter, run_id: str) -> Directory | None:
 # fold decoded it again at every step; now it takes the object (the bytes equal: it is
 # what they decode to) and hands it back once it is written.
 _folded: dict[bytes, tuple[bytes, Directory]] = {}
+_folded_bytes = 0  # the stored bytes of the directories in ``_folded``
 
 
 def _take_directory(tables: Getter, key: bytes) -> Directory | None:
     raw = tables.get(STATE, key)
     if raw is None:
         return None
+    global _folded_bytes
     kept = _folded.pop(key, None)  # taken: a fold that raises leaves nothing behind
-    if kept is not None and kept[0] == raw:
-        return kept[1]
+    if kept is not None:
+        _folded_bytes -= len(kept[0])
+        if kept[0] == raw:
+            return kept[1]
     return unpack_value(raw, Directory, table=STATE, key=key)
 
 
@@ -273,9 +280,20 @@ def fold(tables: Tables, seq: int, cp: Checkpoint, called: Called = call_refs.no
     batch.put(STATE, at, packed)
     batch.flush()
     if len(packed) <= _KEPT_BYTES:
-        if len(_folded) >= _MOST_KEPT:
-            _folded.clear()
-        _folded[at] = (packed, old)
+        _keep_directory(at, packed, old)
+
+
+def _keep_directory(key: bytes, packed: bytes, found: Directory) -> None:
+    """Keep ``found`` (what ``packed``, just stored at ``key``, decodes to) for the run's
+    next fold; past ``_MOST_KEPT`` runs or ``_KEPT_DIRECTORY_BYTES`` all kept ones go."""
+    global _folded_bytes
+    if key in _folded:
+        _folded_bytes -= len(_folded.pop(key)[0])
+    if len(_folded) >= _MOST_KEPT or _folded_bytes + len(packed) > _KEPT_DIRECTORY_BYTES:
+        _folded.clear()
+        _folded_bytes = 0
+    _folded[key] = (packed, found)
+    _folded_bytes += len(packed)
 
 
 def coalesced(ops: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:

@@ -116,3 +116,51 @@ def test_chain_commits_keep_their_head(tmp_path, monkeypatch):
         run = eng.start(w.flow().name, w.initial(), run_id="c")
         assert run.state == w.expected()
     assert decoded.count(RunHead) <= 3  # at the run's first commits, not one a superstep
+
+
+def _head_bytes_after(home, decode_every_time: bool) -> list[bytes]:
+    from bide.engine.index import RUNS
+    from bide.engine.lmdb_store import LMDBStore
+    from bide.formats import LeaseAcquired, RunCreated, StatusChanged
+
+    store = LMDBStore(home, durability="fast")
+    out = []
+    try:
+        store.commit([RunCreated(run_id="i", flow="f", at=1.0),
+                      LeaseAcquired(run_id="i", owner="w", token=1, expires_at=10**12)])
+        for i in range(3):
+            if decode_every_time:
+                index._kept_heads.clear()  # as before heads were kept: decoded every time
+            store.commit([StatusChanged(run_id="i", status="RUNNING", reason=str(i), at=5)],
+                         fence=("i", 1))
+            with store.reader() as r:
+                out.append(r.get(RUNS, b"i"))
+    finally:
+        store.close()
+    return out
+
+
+def test_a_kept_head_writes_the_bytes_a_decoded_one_would_with_int_times(tmp_path):
+    """A clock that gives ints: decoding makes the head's times floats, so the kept head
+    must hold floats too, or the next commit packs ints (equal values, other bytes).
+    Found in review; fails without ``keep_head``'s float()."""
+    assert (_head_bytes_after(tmp_path / "kept", False)
+            == _head_bytes_after(tmp_path / "decoded", True))
+
+
+def test_kept_directories_stay_within_their_byte_budget() -> None:
+    """Decoded, a directory takes ~18x its bytes (1,023 of 4 KB held 76 MB): the kept
+    ones are capped by their stored bytes as well as by their number."""
+    latest._folded.clear()
+    latest._folded_bytes = 0
+    keys = {f"k{i:04d}": None for i in range(300)}  # a directory of ~2 KB
+    packed = latest._pack_directory(latest.Directory(at=1, keys=keys))
+    try:
+        for n in range(latest._MOST_KEPT):
+            latest._keep_directory(b"run%d" % n, packed, latest.Directory(at=1, keys=keys))
+            kept = sum(len(raw) for raw, _ in latest._folded.values())
+            assert kept == latest._folded_bytes <= latest._KEPT_DIRECTORY_BYTES
+        assert len(latest._folded) < latest._MOST_KEPT  # the budget, not the count, bound it
+    finally:
+        latest._folded.clear()
+        latest._folded_bytes = 0
