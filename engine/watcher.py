@@ -59,6 +59,7 @@ from .waker import RESCAN, RETRY, Waker, survey
 from .watch_log import WatchLog, leased_elsewhere
 
 DEFAULT_WORKERS = 4
+LOOP_END = 5.0  # seconds for a stopped loop's thread to end before it is run again
 PAST_DUE = 0.002  # pass this long after a due time (a run is due once its time has come)
 
 
@@ -95,6 +96,7 @@ class Watcher:
         self.stop = engine.stopping
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._loop_lock = threading.Lock()  # running the loop again (``_run_loop_again``)
         self._events: InboxEvents | None = None
         self._waker: Waker | None = None
         self.schedules = ScheduleLoop(engine, self.dispatcher.offer, stop=self.stop, log=log)
@@ -259,9 +261,15 @@ class Watcher:
         self.events.run_started(run_id, head.flow, was=head.status)
         try:
             if self._loop is not None and self._is_async(head.flow):
-                run = wait_on_loop(asyncio.run_coroutine_threadsafe(
-                    self.engine._aadvance(run_id, taken), self._loop), self._loop,
-                    f"run {run_id} (the watcher's loop)")
+                self._run_loop_again()
+                try:
+                    run = wait_on_loop(asyncio.run_coroutine_threadsafe(
+                        self.engine._aadvance(run_id, taken), self._loop), self._loop,
+                        f"run {run_id} (the watcher's loop)")
+                except RuntimeError:
+                    if not self._loop.is_running():  # stopped under this run: its task was
+                        self._run_loop_again(wait=LOOP_END)  # cancelled, and ends the run
+                    raise  # INTERRUPTED (lease released) once the loop runs again
             else:
                 run = self.engine._advance(run_id, taken)
         except StaleLease as exc:
@@ -270,6 +278,24 @@ class Watcher:
             raise
         self._log_run(run)
         return run
+
+    def _run_loop_again(self, wait: float = 0.0) -> None:
+        """Run the async runs' loop again if its thread ended while the watcher serves (a
+        node called ``loop.stop()``, a task raised ``SystemExit``): else every later async
+        run of this watcher would fail, and a run stopped on it would keep its lease for
+        ever. Its tasks go on where they were. ``wait``: seconds for the thread to end."""
+        with self._loop_lock:
+            thread = self._loop_thread
+            if self._loop is None or thread is None or self.stop.is_set():
+                return
+            thread.join(wait)
+            if thread.is_alive():
+                return
+            self.log("the event loop of async runs stopped (a node stopped it, or a task "
+                     "raised SystemExit); running it again")
+            self._loop_thread = threading.Thread(target=self._loop.run_forever,
+                                                 name="bide-watch-loop", daemon=True)
+            self._loop_thread.start()
 
     def _start(self) -> None:
         self.engine.inline_children = False  # the workers run child runs, side by side
