@@ -1,5 +1,7 @@
-"""What the counted-cost tests share (test_fanout_cost.py, test_superstep_cost.py): a
-workload run to its expected end, and a spy that notes each call of what it wraps."""
+"""What the counted-cost tests share (test_fanout_cost.py, test_superstep_cost.py,
+test_kept_decodes.py): a
+workload run to its expected end, a spy that notes each call of what it wraps, and the
+latest-state tables over a dict."""
 
 from __future__ import annotations
 
@@ -37,3 +39,24 @@ def spy(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str,
 
     monkeypatch.setattr(owner, name, wrapped)
     return noted
+
+
+class DictTables:
+    """``latest.Tables`` over a dict, recording every read."""
+
+    def __init__(self) -> None:
+        self.data: dict[tuple[str, bytes], bytes] = {}
+        self.reads: list[tuple[str, bytes]] = []
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        self.reads.append((table, key))
+        return self.data.get((table, key))
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self.data[table, key] = value
+
+    def delete(self, table: str, key: bytes) -> None:
+        self.data.pop((table, key), None)
+
+    def record(self, seq: int) -> Any:
+        raise KeyError(seq)

@@ -19,6 +19,7 @@ from bide.engine import index, latest
 from bide.engine.index import RunHead, keep_head, pack_head, take_head
 from bide.engine.vocabulary import Status
 from bide.formats import Checkpoint, pack_value
+from cost_helpers import DictTables
 
 
 def head(**fields: Any) -> RunHead:
@@ -58,23 +59,6 @@ def test_a_kept_head_owns_its_committed_list():
     keep_head(b"r-own", pack_value(h), h)
     names.append("b")
     assert h.committed == ["a"]
-
-
-class DictTables:
-    def __init__(self) -> None:
-        self.data: dict[tuple[str, bytes], bytes] = {}
-
-    def get(self, table: str, key: bytes) -> bytes | None:
-        return self.data.get((table, key))
-
-    def put(self, table: str, key: bytes, value: bytes) -> None:
-        self.data[table, key] = value
-
-    def delete(self, table: str, key: bytes) -> None:
-        self.data.pop((table, key), None)
-
-    def record(self, seq: int) -> Any:
-        raise KeyError(seq)
 
 
 def checkpoint(version: int, **fields: Any) -> Checkpoint:

@@ -21,7 +21,7 @@ from bide.bench.memory import run_in_memory
 from bide.bench.workloads import Workload
 from bide.engine import latest, maintenance, task_threads, tasks
 from bide.formats import Checkpoint
-from cost_helpers import run_workload, spy
+from cost_helpers import DictTables, run_workload, spy
 
 
 def watch(flow: bide.Flow, note: Callable[[], Any]) -> None:
@@ -77,27 +77,6 @@ def test_folding_a_delta_lists_no_key_of_the_run(engine, monkeypatch):
     assert len(calls) == len(fulls) - 1  # each later full snapshot drops the old keys
     assert engine.state("long") == w.expected()
     assert maintenance.doctor(engine.store).ok
-
-
-class DictTables:
-    """``latest.Tables`` over a dict, recording every read."""
-
-    def __init__(self) -> None:
-        self.data: dict[tuple[str, bytes], bytes] = {}
-        self.reads: list[tuple[str, bytes]] = []
-
-    def get(self, table: str, key: bytes) -> bytes | None:
-        self.reads.append((table, key))
-        return self.data.get((table, key))
-
-    def put(self, table: str, key: bytes, value: bytes) -> None:
-        self.data[table, key] = value
-
-    def delete(self, table: str, key: bytes) -> None:
-        self.data.pop((table, key), None)
-
-    def record(self, seq: int) -> Any:
-        raise KeyError(seq)
 
 
 def test_folding_a_delta_reads_each_entry_once():
