@@ -1,7 +1,6 @@
 """What the counted-cost tests share (test_fanout_cost.py, test_superstep_cost.py,
-test_kept_decodes.py): a
-workload run to its expected end, a spy that notes each call of what it wraps, and the
-latest-state tables over a dict."""
+test_kept_decodes.py): a workload run to its expected end, a spy that notes each call of
+what it wraps, and the latest-state tables over a dict."""
 
 from __future__ import annotations
 
