@@ -36,6 +36,7 @@ from . import attention, call_refs
 from .attention import ATTENTION
 from .call_refs import Called
 from .extensions import EXTENSIONS, owner
+from .kept import KeptByBytes
 from .keys import intent_key as intent_key  # the key shapes, re-exported for the stores
 from .keys import run_prefix as run_prefix
 from .keys import runlog_key as runlog_key
@@ -224,20 +225,15 @@ def pack_head(head: RunHead) -> bytes:
     return pack_plain(msgspec.structs.replace(head, **changes) if changes else head)
 
 
-# The head each run's last commit folded, by key: (its bytes, the RunHead). The commit
-# fence decoded the head it had just written at every step; now a commit takes the
-# object when the stored bytes are those (it is what they decode to) and keeps it after.
-_kept_heads: dict[bytes, tuple[bytes, RunHead]] = {}
-_MOST_KEPT = 1024  # runs whose head is kept; past it all go
+# The head each run's last commit folded (engine/kept.py): the commit fence decoded the
+# head it had just written at every step
+_kept_heads: KeptByBytes[RunHead] = KeptByBytes(1024)
 
 
 def take_head(raw: bytes, key: bytes) -> RunHead:
-    """The head ``raw`` decodes to, the caller's own to change (taken from the kept ones:
-    a commit that raises leaves nothing behind)."""
-    kept = _kept_heads.pop(key, None)
-    if kept is not None and kept[0] == raw:
-        return kept[1]
-    return unpack_value(raw, RunHead, table=RUNS, key=key)
+    """The head ``raw`` decodes to, the caller's own to change."""
+    kept = _kept_heads.take(key, raw)
+    return kept if kept is not None else unpack_value(raw, RunHead, table=RUNS, key=key)
 
 
 def keep_head(key: bytes, raw: bytes, head: RunHead) -> None:
@@ -252,9 +248,7 @@ def keep_head(key: bytes, raw: bytes, head: RunHead) -> None:
     head.created_at = float(head.created_at)
     head.updated_at = float(head.updated_at)
     head.lease_expires = float(head.lease_expires)
-    if len(_kept_heads) >= _MOST_KEPT:
-        _kept_heads.clear()
-    _kept_heads[key] = (raw, head)
+    _kept_heads.keep(key, raw, head)
 
 
 def load(tables: Tables, table: str, key: bytes, cls: type) -> Any:

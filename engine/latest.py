@@ -47,6 +47,7 @@ from ..formats.errors import CorruptIndex
 from ..formats.packed_list import PackedList
 from . import call_refs
 from .call_refs import Called
+from .kept import KeptByBytes
 from .keys import run_prefix
 
 STATE, SEGMENTS = "state", "state_segments"  # hot entries (every step), closed segments
@@ -128,24 +129,17 @@ def load_directory(tables: Getter, run_id: str) -> Directory | None:
     return None if raw is None else unpack_value(raw, Directory, table=STATE, key=key)
 
 
-# The directory each run's last fold wrote, by its key: (its bytes, the Directory). A
-# fold decoded it again at every step; now it takes the object (the bytes equal: it is
-# what they decode to) and hands it back once it is written.
-_folded: dict[bytes, tuple[bytes, Directory]] = {}
-_folded_bytes = 0  # the stored bytes of the directories in ``_folded``
+# The directory each run's last fold wrote (engine/kept.py): a fold decoded it again at
+# every step
+_folded: KeptByBytes[Directory] = KeptByBytes(_MOST_KEPT, _KEPT_DIRECTORY_BYTES)
 
 
 def _take_directory(tables: Getter, key: bytes) -> Directory | None:
     raw = tables.get(STATE, key)
     if raw is None:
         return None
-    global _folded_bytes
-    kept = _folded.pop(key, None)  # taken: a fold that raises leaves nothing behind
-    if kept is not None:
-        _folded_bytes -= len(kept[0])
-        if kept[0] == raw:
-            return kept[1]
-    return unpack_value(raw, Directory, table=STATE, key=key)
+    kept = _folded.take(key, raw)
+    return kept if kept is not None else unpack_value(raw, Directory, table=STATE, key=key)
 
 
 def _pack_directory(found: Directory) -> bytes:
@@ -280,20 +274,7 @@ def fold(tables: Tables, seq: int, cp: Checkpoint, called: Called = call_refs.no
     batch.put(STATE, at, packed)
     batch.flush()
     if len(packed) <= _KEPT_BYTES:
-        _keep_directory(at, packed, old)
-
-
-def _keep_directory(key: bytes, packed: bytes, found: Directory) -> None:
-    """Keep ``found`` (what ``packed``, just stored at ``key``, decodes to) for the run's
-    next fold; past ``_MOST_KEPT`` runs or ``_KEPT_DIRECTORY_BYTES`` all kept ones go."""
-    global _folded_bytes
-    if key in _folded:
-        _folded_bytes -= len(_folded.pop(key)[0])
-    if len(_folded) >= _MOST_KEPT or _folded_bytes + len(packed) > _KEPT_DIRECTORY_BYTES:
-        _folded.clear()
-        _folded_bytes = 0
-    _folded[key] = (packed, found)
-    _folded_bytes += len(packed)
+        _folded.keep(at, packed, old)
 
 
 def coalesced(ops: Iterable[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
@@ -418,25 +399,20 @@ def _append(tables: Tables, run_id: str, found: Directory, name: str, items: lis
     if tail.count:
         packed = tail.packed()
         tables.put(*at, packed)
-        if len(_tails) >= _MOST_KEPT:
-            _tails.clear()
-        _tails[at[1]] = (packed, tail)
+        _tails.keep(at[1], packed, tail)
     elif spec[1]:
         tables.delete(*at)
     found.keys[name] = [closed, tail_bytes]
 
 
-# Each list's open tail as its last append left it, by key: (its bytes, the PackedList).
-# An append read the tail back (checksum, copy, parse) at every step; now it takes the
-# object when the stored bytes are those (a fold that raises leaves nothing behind).
-_tails: dict[bytes, tuple[bytes, PackedList]] = {}
+# Each list's open tail as its last append left it (engine/kept.py): an append read the
+# tail back (checksum, copy, parse) at every step
+_tails: KeptByBytes[PackedList] = KeptByBytes(_MOST_KEPT)
 
 
 def _take_tail(tables: Getter, entry: Entry) -> PackedList:
-    kept = _tails.pop(entry[1], None)
-    if kept is not None and kept[0] == tables.get(*entry):
-        return kept[1]
-    return _packed(tables, entry)
+    kept = _tails.take(entry[1], tables.get(*entry))
+    return kept if kept is not None else _packed(tables, entry)
 
 
 def _packed(tables: Getter, entry: Entry) -> PackedList:

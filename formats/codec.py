@@ -226,7 +226,7 @@ def pack_value(value: Any) -> bytes:
         value = msgspec.structs.replace(value, **changes) if changes else value
     else:
         value = to_wire(value)
-    return frame_index(_encoder.encode(value))
+    return pack_plain(value)
 
 
 def pack_plain(value: Any) -> bytes:

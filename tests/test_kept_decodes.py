@@ -1,8 +1,8 @@
 """A commit reuses what the run's last commit decoded or packed, never at the cost of a byte.
 
 The commit fence's run head, the latest-state directory and a list's open tail are
-kept by their bytes (engine/index.py ``take_head``, engine/latest.py ``_take_directory``
-and ``_take_tail``):
+kept by their bytes (engine/kept.py; engine/index.py ``take_head``, engine/latest.py
+``_take_directory`` and ``_take_tail``):
 reused only while the stored bytes are the ones they were packed to. The head is
 packed without walking its scalar fields (``pack_head``): the same bytes as
 ``pack_value``, which golden tests pin.
@@ -136,15 +136,13 @@ def test_kept_directories_stay_within_their_byte_budget() -> None:
     """Decoded, a directory takes ~18x its bytes (1,023 of 4 KB held 76 MB): the kept
     ones are capped by their stored bytes as well as by their number."""
     latest._folded.clear()
-    latest._folded_bytes = 0
     keys = {f"k{i:04d}": None for i in range(300)}  # a directory of ~2 KB
     packed = latest._pack_directory(latest.Directory(at=1, keys=keys))
     try:
         for n in range(latest._MOST_KEPT):
-            latest._keep_directory(b"run%d" % n, packed, latest.Directory(at=1, keys=keys))
+            latest._folded.keep(b"run%d" % n, packed, latest.Directory(at=1, keys=keys))
             kept = sum(len(raw) for raw, _ in latest._folded.values())
-            assert kept == latest._folded_bytes <= latest._KEPT_DIRECTORY_BYTES
+            assert kept == latest._folded.bytes <= latest._KEPT_DIRECTORY_BYTES
         assert len(latest._folded) < latest._MOST_KEPT  # the budget, not the count, bound it
     finally:
         latest._folded.clear()
-        latest._folded_bytes = 0
