@@ -293,17 +293,12 @@ class Watcher:
                 return
             self.log("the event loop of async runs stopped (a node stopped it, or a task "
                      "raised SystemExit); running it again")
-            self._loop_thread = threading.Thread(target=self._loop.run_forever,
-                                                 name="bide-watch-loop", daemon=True)
-            self._loop_thread.start()
+            self._loop_thread = _run_forever(self._loop)
 
     def _start(self) -> None:
         self.engine.inline_children = False  # the workers run child runs, side by side
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._loop_thread = threading.Thread(target=loop.run_forever, name="bide-watch-loop",
-                                             daemon=True)
-        self._loop_thread.start()
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = _run_forever(self._loop)
         self.dispatcher.start()
         self.schedules.start()
         if self._changes is not None:  # LISTEN first, then the waker's first rescan
@@ -368,3 +363,10 @@ class Watcher:
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
+
+
+def _run_forever(loop: asyncio.AbstractEventLoop) -> threading.Thread:
+    """The thread that runs the watcher's event loop for async runs, started."""
+    thread = threading.Thread(target=loop.run_forever, name="bide-watch-loop", daemon=True)
+    thread.start()
+    return thread
