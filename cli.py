@@ -344,8 +344,7 @@ def _follow(engine: Engine, run_id: str, as_json: bool, *, through_pauses: bool)
                     if away:
                         click.echo("log: the store is back; following on", err=True)
                         away, pause = False, 0.1
-                    click.echo(_event_line(event, as_json))
-                    sys.stdout.flush()
+                    _print_event(event, as_json)
                     cursor = event.seq
                 return
             except StoreError as exc:
@@ -360,6 +359,12 @@ def _follow(engine: Engine, run_id: str, as_json: bool, *, through_pauses: bool)
             pause = min(pause * 2, FOLLOW_RETRY_MAX)
     except KeyboardInterrupt:
         raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+def _print_event(event: Event, as_json: bool) -> None:
+    """One event on stdout, flushed at once (a follower reads it as it comes)."""
+    click.echo(_event_line(event, as_json))
+    sys.stdout.flush()
 
 
 def _event_line(event: Event, as_json: bool) -> str:
@@ -1154,13 +1159,11 @@ def _print_events(eng: Engine, run_id: str, ended: threading.Event, as_json: boo
     follow for the whole run: on PostgreSQL each one is a connection of its own."""
     since: int | None = None
     for event in eng.follow(run_id, fallback=RUNNER_CHECK, stop=ended):
-        click.echo(_event_line(event, as_json))
-        sys.stdout.flush()
+        _print_event(event, as_json)
         since = event.seq
     try:  # (the run finished or paused: nothing more, and the read ends at once)
         for event in eng.follow(run_id, since=since, timeout=0):
-            click.echo(_event_line(event, as_json))
-            sys.stdout.flush()
+            _print_event(event, as_json)
     except FollowTimeout:
         pass
 
