@@ -34,6 +34,15 @@ def store(home: Path) -> Iterator[LMDBStore]:
     s.close()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A shell that starts pytest in the background (``cmd &`` without job control) hands
+    it SIGINT ignored, and every child process inherits that: the Ctrl-C tests (in this
+    process and in the workers they start) would fail for want of a Ctrl-C. Tests send
+    SIGINT on purpose, so it is Python's KeyboardInterrupt again, here and in children."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--store", choices=("lmdb", "memory", "postgres"), default="lmdb",
                      help="the backend the `engine` fixture keeps its records in")
