@@ -50,7 +50,6 @@ from . import (
     RunExists,
     Server,
     Status,
-    StoreError,
     UnknownKey,
     UnknownStatus,
     Watcher,
@@ -62,6 +61,7 @@ from . import (
 )
 from . import compact as compact_home
 from . import open as open_home
+from .engine import follow as following  # the follow that outlives an outage
 from .engine.render import (  # text for people
     ago,
     clip,
@@ -324,7 +324,7 @@ def log(home: Path, as_json: bool, run_id: str, follow: bool, through_pauses: bo
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
 
 
-FOLLOW_RETRY_MAX = 5.0  # seconds between tries to follow again while the store is away
+FOLLOW_RETRY = (0.1, 5.0)  # seconds: first and longest pause while the store is away
 
 
 def _follow(engine: Engine, run_id: str, as_json: bool, *, through_pauses: bool) -> None:
@@ -332,33 +332,24 @@ def _follow(engine: Engine, run_id: str, as_json: bool, *, through_pauses: bool)
 
     The store away (a PostgreSQL outage longer than its reconnect time: ``StoreError``)
     does not end it: it says so on stderr once per outage and follows again from the
-    last event printed, with no gap and no repeat.
+    last event printed, with no gap and no repeat (``follow.follow_on``).
     """
-    cursor, pause, away = None, 0.1, False
+    outage = following.Outage(
+        *FOLLOW_RETRY,
+        away=lambda exc: click.echo(f"log: cannot read the store now ({exc}); trying again",
+                                    err=True),
+        back=lambda: click.echo("log: the store is back; following on", err=True))
+    events = None
     try:
-        while True:
-            events = None
-            try:
-                events = engine.follow(run_id, since=cursor, through_pauses=through_pauses)
-                for event in events:
-                    if away:
-                        click.echo("log: the store is back; following on", err=True)
-                        away, pause = False, 0.1
-                    _print_event(event, as_json)
-                    cursor = event.seq
-                return
-            except StoreError as exc:
-                if not away:
-                    click.echo(f"log: cannot read the store now ({exc}); trying again",
-                               err=True)
-                away = True
-            finally:
-                if events is not None:
-                    events.close()
-            time.sleep(pause)
-            pause = min(pause * 2, FOLLOW_RETRY_MAX)
+        events = following.follow_on(engine.store, run_id, outage,
+                                     through_pauses=through_pauses)
+        for event in events:
+            _print_event(event, as_json)
     except KeyboardInterrupt:
         raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        if events is not None:
+            events.close()
 
 
 def _print_event(event: Event, as_json: bool) -> None:

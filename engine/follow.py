@@ -22,10 +22,10 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import AsyncIterator, Generator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Generator
+from typing import Any, NamedTuple
 
-from .errors import FollowTimeout, UnknownRun
+from .errors import FollowTimeout, StoreError, UnknownRun
 from .events import Event, read_event
 from .offload import off_loop
 from .store import Store
@@ -59,6 +59,59 @@ def follow(store: Store, run_id: str, *, since: int | None = None,
         raise ValueError(f"fallback must be a positive number of seconds, not {fallback!r}")
     return _follow(store, run_id, since, through_pauses, timeout, fallback,
                    stop or threading.Event())
+
+
+class Outage(NamedTuple):
+    """How ``follow_on`` waits out a store that cannot be read: the first pause, the
+    longest (each pause doubles), and whom it tells when the store goes away (once per
+    outage) and comes back."""
+
+    first: float
+    longest: float
+    away: Callable[[StoreError], None] | None = None
+    back: Callable[[], None] | None = None
+
+
+def follow_on(store: Store, run_id: str, outage: Outage, *, since: int | None = None,
+              through_pauses: bool = False, fallback: float = FALLBACK,
+              stop: threading.Event | None = None) -> Events:
+    """``follow`` that outlives the store being away: a ``StoreError`` (a PostgreSQL
+    outage longer than its reconnect time) is waited out as ``outage`` says, and the
+    follow goes on from the last event yielded, with no gap and no repeat.
+
+    ``bide log --follow`` and ``bide serve``'s run stream both follow this way. It ends
+    when the run stops (as ``follow``), or after ``stop`` is set; UnknownRun at once.
+    """
+    stop = stop or threading.Event()
+    follow(store, run_id, since=since).close()  # UnknownRun now, not at the first ``next``
+    return _follow_on(store, run_id, outage, since, through_pauses, fallback, stop)
+
+
+def _follow_on(store: Store, run_id: str, outage: Outage, since: int | None,
+               through_pauses: bool, fallback: float, stop: threading.Event) -> Events:
+    cursor, pause, away = since, outage.first, False
+    while not stop.is_set():
+        events = None
+        try:
+            events = follow(store, run_id, since=cursor, through_pauses=through_pauses,
+                            fallback=fallback, stop=stop)
+            for event in events:
+                if away:
+                    away, pause = False, outage.first
+                    if outage.back is not None:
+                        outage.back()
+                yield event
+                cursor = event.seq
+            return
+        except StoreError as exc:
+            if not away and outage.away is not None:
+                outage.away(exc)
+            away = True
+        finally:
+            if events is not None:
+                events.close()
+        stop.wait(pause)
+        pause = min(pause * 2, outage.longest)
 
 
 def _follow(store: Store, run_id: str, since: int | None, through_pauses: bool,

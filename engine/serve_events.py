@@ -23,7 +23,7 @@ from typing import Any
 
 from .change_feed import ChangeFeed, ObservedFeed
 from .errors import RecordError, StoreError
-from .follow import follow
+from .follow import Outage, follow, follow_on
 from .render import to_json
 from .scripting import iso_times
 from .store import Reader, Store
@@ -117,25 +117,17 @@ def run_messages(store: Store, run_id: str, since: int | None,
     follow(store, run_id, since=since).close()  # UnknownRun now, not in the thread
 
     def produce(put: Callable[[str], bool], stop: threading.Event) -> None:
-        cursor, pause = since, fallback
-        while not stop.is_set():
-            events = None
-            try:  # the client left: the follow ends after its wait
-                events = follow(store, run_id, since=cursor, through_pauses=True,
-                                fallback=fallback, stop=stop)
-                for event in events:
-                    if not put(message(event.kind, event.to_dict(), seq=event.seq)):
-                        return
-                    cursor, pause = event.seq, fallback
-                if not stop.is_set():
-                    put(message("end", {"run_id": run_id, "status": _status(store, run_id)}))
-                return
-            except StoreError:  # the server restarting: follow again from the cursor
-                stop.wait(pause)
-                pause = min(pause * 2, RETRY_MAX)
-            finally:
-                if events is not None:
-                    events.close()
+        # the server restarting: follow again from the last event sent (follow_on)
+        events = follow_on(store, run_id, Outage(fallback, RETRY_MAX), since=since,
+                           through_pauses=True, fallback=fallback, stop=stop)
+        try:
+            for event in events:
+                if not put(message(event.kind, event.to_dict(), seq=event.seq)):
+                    return
+            if not stop.is_set():
+                put(message("end", {"run_id": run_id, "status": _status(store, run_id)}))
+        finally:
+            events.close()
 
     return produce
 
