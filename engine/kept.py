@@ -11,10 +11,11 @@ and, optionally, by their stored bytes; past either bound all go.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 
 class KeptByBytes(Generic[T]):
@@ -56,3 +57,19 @@ class KeptByBytes(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._kept)
+
+
+class Memo(dict[K, T]):
+    """A pure function's answers, kept: a key asked again is a dict lookup in C (no
+    Python call), ``memo[key]``; past ``most`` keys all go. For the keys made at every
+    step (a run's state keys, its head's, its latest values')."""
+
+    def __init__(self, rule: Callable[[K], T], most: int) -> None:
+        super().__init__()
+        self.rule, self.most = rule, most
+
+    def __missing__(self, key: K) -> T:
+        if len(self) >= self.most:
+            self.clear()
+        found = self[key] = self.rule(key)
+        return found

@@ -47,7 +47,7 @@ from ..formats.errors import CorruptIndex
 from ..formats.packed_list import PackedList
 from . import call_refs
 from .call_refs import Called
-from .kept import KeptByBytes
+from .kept import KeptByBytes, Memo
 from .keys import run_prefix
 
 STATE, SEGMENTS = "state", "state_segments"  # hot entries (every step), closed segments
@@ -92,18 +92,17 @@ def directory_key(run_id: str) -> bytes:
     return run_prefix(run_id)
 
 
-_value_keys: dict[tuple[str, str], bytes] = {}  # a run's few keys, made at every step
+def _value_key(key: tuple[str, str]) -> bytes:
+    run_id, name = key
+    raw = name.encode("utf-8", "surrogatepass")
+    return run_prefix(run_id) + _LEN.pack(len(raw)) + raw
+
+
+_value_keys: Memo[tuple[str, str], bytes] = Memo(_value_key, _MOST_KEPT)  # made every step
 
 
 def value_key(run_id: str, name: str) -> bytes:
-    found = _value_keys.get((run_id, name))
-    if found is None:
-        raw = name.encode("utf-8", "surrogatepass")
-        found = run_prefix(run_id) + _LEN.pack(len(raw)) + raw
-        if len(_value_keys) >= _MOST_KEPT:
-            _value_keys.clear()
-        _value_keys[run_id, name] = found
-    return found
+    return _value_keys[run_id, name]
 
 
 def _chunk(run_id: str, name: str, index: int) -> Entry:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .index import DERIVED, RUNLOG, RUNS
+from .kept import Memo
 from .latest import SEGMENTS, STATE
 from .store import LEASES, LOG
 
@@ -51,11 +52,11 @@ class Layout:
             t for t in (LOG, META, LEASES, *DERIVED) if t not in self.shares))
         self.runs_shared = RUNS in self.shares
         # each table's key rule, chosen once: a commit asks for a dozen keys; a run's few
-        # state keys and its head's are asked at every step: kept (``_Memo``)
+        # state keys and its head's are asked at every step: kept (``kept.Memo``)
         self._physical: dict[str, Callable[[bytes], bytes]] = {
-            STATE: _Memo(self._state).__getitem__, SEGMENTS: self._segment}
+            STATE: Memo(self._state, _MOST_KEPT).__getitem__, SEGMENTS: self._segment}
         if self.runs_shared:
-            self._physical[RUNS] = _Memo(_head_key).__getitem__
+            self._physical[RUNS] = Memo(_head_key, _MOST_KEPT).__getitem__
             self._physical[RUNLOG] = self._runlog
         if LOG in self.shares:
             self._physical[LOG] = _LOG.__add__
@@ -140,21 +141,6 @@ class Layout:
             cut = prefix.index(b"\x00") + 1
             return prefix[:cut] + _MARK + prefix[cut:]
         return prefix
-
-
-class _Memo(dict[bytes, bytes]):
-    """A pure key rule's answers, kept: a key asked again is a dict lookup in C (no
-    Python call); past ``_MOST_KEPT`` keys all go."""
-
-    def __init__(self, rule: Callable[[bytes], bytes]) -> None:
-        super().__init__()
-        self.rule = rule
-
-    def __missing__(self, key: bytes) -> bytes:
-        if len(self) >= _MOST_KEPT:
-            self.clear()
-        found = self[key] = self.rule(key)
-        return found
 
 
 def _head_key(run: bytes) -> bytes:
