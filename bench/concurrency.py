@@ -10,6 +10,11 @@
   against one durable run: group commit can at best hide the flushes, so 8 fast
   runs are the most 8 durable runs can reach on this machine (the GIL runs one
   thread's Python at a time, and 8 threads pay for their hand-offs);
+- batches: where the leader's time goes with 8 durable runs — the callers' bodies
+  and the rest of the batch (nested transactions, the commit and its flushes), which
+  LMDB's writer lock keeps one after the other — and so how many callers a batch would
+  need for 8 runs to reach 4x one run at those costs (a round of its own: timing each
+  body costs two clock reads);
 - fan-out: ms per superstep of ``fanout4`` against ``linear`` (durable default
   policy), raw and net of the same flows run in memory (the durable cost).
 
@@ -143,6 +148,76 @@ def ceiling(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(fast, key=lambda r: r["runs"]) if fast else None
 
 
+def batch_breakdown(home: Path, runs: int, steps: int) -> dict[str, Any]:
+    """Per write transaction of ``runs`` durable runs in threads: callers, the time in
+    their bodies (the engine's records, fences and folds, run by the leader under LMDB's
+    writer lock) and the rest of the batch (begin, nested transactions, hot cache, the
+    commit with its flushes). Batches are serial (one leader at a time), so the runs'
+    supersteps over the batches' time bounds their supersteps per second
+    (``implied_steps_per_s``, to compare with ``steps_per_s``, measured around them)."""
+    from ..engine.lmdb_store import _Body  # the bench's look inside; nothing else uses it
+
+    w = Workload("long", steps, 100)
+    flow = w.flow()
+    batches: list[tuple[int, float, float]] = []  # callers, seconds in bodies, in the batch
+    with open_home(home, durability="durable") as engine:
+        engine.register(flow)
+        engine.start(flow.name, w.initial(), run_id="warmup")
+        commits = engine.store._commits
+        real = commits._run_batch
+
+        def timed(batch: list[Any]) -> None:
+            spent = [0.0]
+            for request in batch:
+                body = request.body
+                if isinstance(body, _Body):  # keep the body (the batch checks its type)
+                    if body.staged is not None:
+                        body.staged = _clocked(body.staged, spent)
+                    else:
+                        body.plain = _clocked(body.plain, spent)
+            t0 = time.perf_counter()
+            try:
+                real(batch)
+            finally:
+                batches.append((len(batch), spent[0], time.perf_counter() - t0))
+
+        commits._run_batch = timed
+        try:
+            def one(k: int) -> None:
+                engine.start(flow.name, w.initial(), run_id=f"b{k}")
+
+            seconds = in_threads(one, runs, "bench-batch")
+        finally:
+            commits._run_batch = real
+    callers = sum(b[0] for b in batches)
+    bodies, total = sum(b[1] for b in batches), sum(b[2] for b in batches)
+    n = len(batches)
+    return {"runs": runs, "transactions": n, "callers_per_batch": callers / n,
+            "body_ms_per_caller": 1000 * bodies / callers,
+            "rest_ms_per_batch": 1000 * (total - bodies) / n,
+            # batches are serial and inside the timed window: a bound on the table's rate
+            "batch_ms": 1000 * total / n, "implied_steps_per_s": runs * steps / total,
+            "steps_per_s": runs * steps / seconds}
+
+
+def _clocked(fn: Callable[..., Any], spent: list[float]) -> Callable[..., Any]:
+    def clocked(*args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            spent[0] += time.perf_counter() - t0
+    return clocked
+
+
+def callers_needed(one_run_steps_per_s: float, body_ms: float, rest_ms: float,
+                   target: float = TARGET_RUNS) -> float:
+    """Callers a batch must hold for bodies and rest, one after the other, to reach
+    ``target`` x one run: n * (superstep budget - body) >= rest (inf: never)."""
+    budget_ms = 1000 / (target * one_run_steps_per_s)
+    return rest_ms / (budget_ms - body_ms) if budget_ms > body_ms else float("inf")
+
+
 def fanout_cost(root: Path, *, size: int = 50, repeat: int = 5) -> dict[str, Any]:
     """ms per superstep of fanout4 and linear (durable default), raw and over memory.
 
@@ -185,6 +260,7 @@ def run(root: Path, *, quick: bool) -> dict[str, Any]:
     """The rows ``bide bench`` shows: concurrent runs, then the fan-out cost."""
     steps, repeat = (40, 1) if quick else (200, 3)
     return {"runs": runs_table(root / "runs", steps=steps, repeat=repeat),
+            "batches": batch_breakdown(root / "batches", RUNS[-1], steps),
             "fanout": fanout_cost(root / "fanout", size=20 if quick else 50,
                                   repeat=3 if quick else 5)}
 
@@ -217,13 +293,14 @@ def section(results: dict[str, Any]) -> list[str]:
     if not got:
         return []
     return ["Many runs at once (durable, threads of one process, one engine; group commit)",
-            render(got["runs"], got["fanout"],
+            render(got["runs"], got["fanout"], got.get("batches"),
                    quick=bool(results.get("meta", {}).get("quick"))), ""]
 
 
-def render(rows: list[dict[str, Any]], fan: dict[str, Any], *, quick: bool = False) -> str:
+def render(rows: list[dict[str, Any]], fan: dict[str, Any],
+           batches: dict[str, Any] | None = None, *, quick: bool = False) -> str:
     """The table and its two verdicts (``n/a at quick size`` for a quick run: see
-    ``quick_size``)."""
+    ``quick_size``), and where a batch's time goes (absent in older results)."""
     lines = ["runs  durability  supersteps/s  ratio  callers/txn",
              *(f"{r['runs']:>4}  {r.get('durability', 'durable'):>10}  "
                f"{r['steps_per_s']:>12.0f}  {r['ratio']:>5.2f}  "
@@ -235,6 +312,8 @@ def render(rows: list[dict[str, Any]], fan: dict[str, Any], *, quick: bool = Fal
     if top is not None:
         lines.append(f"ceiling: {top['runs']} runs with no flush at all reach {top['ratio']:.2f}x "
                      f"one durable run (group commit can at most hide the flushes)")
+    if batches is not None:
+        lines.append(batch_line(batches, durable_rows(rows)[0]["steps_per_s"]))
     for kind in ("linear", "fanout4"):
         f = fan[kind]
         lines.append(f"{kind:8} {f['ms_per_superstep']:.2f} ms/superstep "
@@ -248,6 +327,17 @@ def render(rows: list[dict[str, Any]], fan: dict[str, Any], *, quick: bool = Fal
     return "\n".join(lines)
 
 
+def batch_line(b: dict[str, Any], one_run_steps_per_s: float) -> str:
+    """Where a batch of the 8 runs spends its time, and what 4x would take."""
+    need = callers_needed(one_run_steps_per_s, b["body_ms_per_caller"], b["rest_ms_per_batch"])
+    needed = "no batch size" if need == float("inf") else f">= {need:.0f} callers a batch"
+    return (f"batches of {b['runs']} runs: {b['callers_per_batch']:.1f} callers, bodies "
+            f"{b['body_ms_per_caller'] * 1000:.0f} us each then {b['rest_ms_per_batch']:.2f} ms "
+            f"of nested transactions, commit and flushes, serial under LMDB's writer lock "
+            f"(bound {b['implied_steps_per_s']:.0f} supersteps/s; measured "
+            f"{b['steps_per_s']:.0f}); {TARGET_RUNS:g}x one run would need {needed}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=200)
@@ -255,8 +345,9 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bide-conc-") as tmp:
         rows = runs_table(Path(tmp), steps=args.steps, repeat=args.repeat)
+        batches = batch_breakdown(Path(tmp) / "batches", RUNS[-1], args.steps)
         fan = fanout_cost(Path(tmp) / "fan", repeat=max(args.repeat, 3))
-    print(render(rows, fan))
+    print(render(rows, fan, batches))
 
 
 if __name__ == "__main__":

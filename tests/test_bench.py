@@ -207,6 +207,12 @@ def test_quick_measures_concurrent_runs_and_the_fan_out_cost(quick_results: dict
                  if t["target"] == "8 concurrent durable runs vs one (steps/s, one process)")
     ceiling = got["runs"][-1]["ratio"]
     assert f"no flush at all: {ceiling:.2f}x" in eight["detail"]
+    batches = got["batches"]
+    assert 1.0 <= batches["callers_per_batch"] <= 8.0 + 1e-9
+    assert batches["body_ms_per_caller"] > 0 and batches["rest_ms_per_batch"] > 0
+    # the batches are serial and inside the timed window: their time bounds the rate
+    assert batches["implied_steps_per_s"] >= batches["steps_per_s"]
+    assert "callers a batch" in report.render(quick_results)
     names = {t["target"] for t in quick_results["targets"]}
     assert {"8 concurrent durable runs vs one (steps/s, one process)",
             "fan-out-4 superstep's durable cost vs a chain superstep's"} <= names
@@ -251,6 +257,16 @@ def test_no_overhead_is_printed_below_zero(quick_results):
     assert "~0" in text and noise.NOTE in text
     assert concurrency.render(results["concurrency"]["runs"],
                               results["concurrency"]["fanout"]).count("~0") == 3
+
+
+def test_callers_needed_for_4x_is_the_serial_arithmetic():
+    # one run at 2,500 supersteps/s: 4x leaves 100 us a superstep; bodies of 70 us leave
+    # 30 us a caller to pay for 0.54 ms of commit: 18 callers
+    assert concurrency.callers_needed(2500, 0.070, 0.54) == pytest.approx(18.0)
+    assert concurrency.callers_needed(2500, 0.100, 0.54) == float("inf")  # no room at all
+    assert "no batch size" in concurrency.batch_line(
+        {"runs": 8, "callers_per_batch": 4.4, "body_ms_per_caller": 0.2,
+         "rest_ms_per_batch": 0.5, "implied_steps_per_s": 3000.0, "steps_per_s": 2900.0}, 2500)
 
 
 def test_noise_text():
