@@ -83,7 +83,10 @@ def follow_on(store: Store, run_id: str, outage: Outage, *, since: int | None = 
     when the run stops (as ``follow``), or after ``stop`` is set; UnknownRun at once.
     """
     stop = stop or threading.Event()
-    follow(store, run_id, since=since).close()  # UnknownRun now, not at the first ``next``
+    try:  # UnknownRun (and a bad fallback) now, not at the first ``next``
+        follow(store, run_id, since=since, fallback=fallback).close()
+    except StoreError:
+        pass  # the store away already: waited out like any outage, by the loop
     return _follow_on(store, run_id, outage, since, through_pauses, fallback, stop)
 
 

@@ -7,6 +7,9 @@ and taken out when handed (the caller changes it; a commit that raises leaves no
 behind). A write the cache did not see, a rollback, another home with the same keys:
 the bytes differ and the caller decodes as before. Bounded by a number of entries
 and, optionally, by their stored bytes; past either bound all go.
+
+``Memo`` is the simpler kind: a pure function's answers by key (the keys a commit
+makes at every step), bounded by a number of keys.
 """
 
 from __future__ import annotations

@@ -60,6 +60,27 @@ def test_an_outage_is_told_once_and_the_follow_goes_on_without_gap_or_repeat(
     assert said == ["away: the server is away (test)", "back"]
 
 
+def test_a_store_away_when_the_follow_starts_is_waited_out_too(store, monkeypatch):
+    """The follow's first look (does the run exist?) is a read as well: a store away at
+    that moment is an outage like any, not the end of the follow."""
+    store.commit([RunCreated(run_id="r", flow="job", at=1.0),
+                  StatusChanged(run_id="r", status=Status.DONE)])
+    real, failed, said = store.reader, [0], []
+
+    def reader():
+        if failed[0] < 3:
+            failed[0] += 1
+            raise StoreError("the server is away (test)")
+        return real()
+
+    monkeypatch.setattr(store, "reader", reader)
+    outage = following.Outage(0.01, 0.05, away=lambda exc: said.append("away"),
+                              back=lambda: said.append("back"))
+    events = following.follow_on(store, "r", outage)
+    assert [e.kind for e in events] == ["run_created", "status_changed"]
+    assert said == ["away", "back"] and failed[0] == 3
+
+
 def test_a_stop_set_during_an_outage_ends_the_follow(store, monkeypatch):
     store.commit([RunCreated(run_id="r", flow="job", at=1.0)])
     fail = [True]

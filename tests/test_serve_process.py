@@ -22,6 +22,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 DEADLINE = 60.0
+PORT_TRIES = 3
 
 
 def free_port() -> int:
@@ -34,19 +35,25 @@ class Served:
     """A ``bide serve`` subprocess on a free port, ready (its ready file) or failed."""
 
     def __init__(self, home: str, tmp: Path, env: dict[str, str], *extra: str) -> None:
-        self.port, self.ready = free_port(), tmp / f"ready-{time.monotonic_ns()}"
-        self.token_file = tmp / "serve.token"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bide.cli", "serve", "--home", home, "--app",
-             "serve_app:flows", "--port", str(self.port), "--token-file", str(self.token_file),
-             "--ready-file", str(self.ready), "--durability", "fast", "--lease-ttl", "2",
-             *extra], env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True)
-        if not wait_for(lambda: self.ready.exists() or self.proc.poll() is not None,
-                        DEADLINE):
-            self.stop(signal.SIGKILL)
-            raise AssertionError("bide serve was not ready in time")
-        assert self.proc.poll() is None, self.proc.communicate()[0]
+        self.ready, self.token_file = tmp / f"ready-{time.monotonic_ns()}", tmp / "serve.token"
+        for _ in range(PORT_TRIES):  # a free port can be taken (another test worker's
+            self.port = free_port()  # connection) before the server binds it: another one
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bide.cli", "serve", "--home", home, "--app",
+                 "serve_app:flows", "--port", str(self.port), "--token-file",
+                 str(self.token_file), "--ready-file", str(self.ready), "--durability", "fast",
+                 "--lease-ttl", "2", *extra], env=env, cwd=tmp, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True)
+            if not wait_for(lambda: self.ready.exists() or self.proc.poll() is not None,
+                            DEADLINE):
+                self.stop(signal.SIGKILL)
+                raise AssertionError("bide serve was not ready in time")
+            if self.proc.poll() is None:
+                break
+            out = self.proc.communicate()[0]
+            assert "address already in use" in out, out
+        else:
+            raise AssertionError(f"every port tried was taken: {out}")
         self.token = self.token_file.read_text().strip()
 
     def call(self, method: str, path: str, body: object = None) -> tuple[int, dict]:
