@@ -79,6 +79,7 @@ from .engine.errors import (
 )
 from .engine.events import Event
 from .engine.flow import END, Flow, append, merge
+from .engine.follow import Outage
 from .engine.home_config import HomeConfig
 from .engine.home_files import HomeFiles
 from .engine.maintenance import DoctorReport, PruneReport
@@ -153,6 +154,7 @@ __all__ = [
     "NotCancellable",
     "NotFound",
     "NotSerializable",
+    "Outage",
     "Outcome",
     "PackError",
     "PackReport",

@@ -45,6 +45,7 @@ from . import (
     IntentStatus,
     InvalidSchedule,
     NotFound,
+    Outage,
     PackError,
     Readiness,
     RunExists,
@@ -61,7 +62,6 @@ from . import (
 )
 from . import compact as compact_home
 from . import open as open_home
-from .engine import follow as following  # the follow that outlives an outage
 from .engine.render import (  # text for people
     ago,
     clip,
@@ -332,17 +332,16 @@ def _follow(engine: Engine, run_id: str, as_json: bool, *, through_pauses: bool)
 
     The store away (a PostgreSQL outage longer than its reconnect time: ``StoreError``)
     does not end it: it says so on stderr once per outage and follows again from the
-    last event printed, with no gap and no repeat (``follow.follow_on``).
+    last event printed, with no gap and no repeat (``Engine.follow``'s ``outage``).
     """
-    outage = following.Outage(
+    outage = Outage(
         *FOLLOW_RETRY,
         away=lambda exc: click.echo(f"log: cannot read the store now ({exc}); trying again",
                                     err=True),
         back=lambda: click.echo("log: the store is back; following on", err=True))
     events = None
     try:
-        events = following.follow_on(engine.store, run_id, outage,
-                                     through_pauses=through_pauses)
+        events = engine.follow(run_id, through_pauses=through_pauses, outage=outage)
         for event in events:
             _print_event(event, as_json)
     except KeyboardInterrupt:

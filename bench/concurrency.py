@@ -155,7 +155,7 @@ def batch_breakdown(home: Path, runs: int, steps: int) -> dict[str, Any]:
     commit with its flushes). Batches are serial (one leader at a time), so the runs'
     supersteps over the batches' time bounds their supersteps per second
     (``implied_steps_per_s``, to compare with ``steps_per_s``, measured around them)."""
-    from ..engine.lmdb_store import _Body  # the bench's look inside; nothing else uses it
+    from ..engine.lmdb_store import LMDBStore, _Body  # the bench's look inside the store
 
     w = Workload("long", steps, 100)
     flow = w.flow()
@@ -163,6 +163,7 @@ def batch_breakdown(home: Path, runs: int, steps: int) -> dict[str, Any]:
     with open_home(home, durability="durable") as engine:
         engine.register(flow)
         engine.start(flow.name, w.initial(), run_id="warmup")
+        assert isinstance(engine.store, LMDBStore)  # group commit is LMDB's
         commits = engine.store._commits
         real = commits._run_batch
 
@@ -173,7 +174,7 @@ def batch_breakdown(home: Path, runs: int, steps: int) -> dict[str, Any]:
                 if isinstance(body, _Body):  # keep the body (the batch checks its type)
                     if body.staged is not None:
                         body.staged = _clocked(body.staged, spent)
-                    else:
+                    elif body.plain is not None:
                         body.plain = _clocked(body.plain, spent)
             t0 = time.perf_counter()
             try:

@@ -53,7 +53,8 @@ class Surface:
 
     def follow(self, run_id: str, *, since: int | None = None, through_pauses: bool = False,
                timeout: float | None = None, fallback: float = following.FALLBACK,
-               stop: threading.Event | None = None) -> Generator[Event, None, None]:
+               stop: threading.Event | None = None, outage: following.Outage | None = None
+               ) -> Generator[Event, None, None]:
         """The run's records as typed events, as they are committed by any process (a
         watcher, another app): all of them first, then each new one within milliseconds.
 
@@ -67,21 +68,32 @@ class Surface:
             fallback: seconds between re-reads of the store when no wake-up comes.
             stop: set from another thread, it ends the follow after its current wait (at
                 most ``fallback`` s): a follow busy in another thread cannot be closed.
+            outage: how to wait out a store that cannot be read (``bide.Outage``: the
+                first and the longest pause, and whom to tell when it goes away and comes
+                back); the follow then goes on from the last event, with no gap and no
+                repeat, as ``bide log --follow`` does. None: ``StoreError`` ends it.
 
         Returns:
             An iterator; close it (or leave the loop) to release what it holds.
 
         Raises:
             UnknownRun: at once, as ``get`` does. FollowTimeout: see ``timeout``.
-            StoreError: the store could not be read (a PostgreSQL server away longer
-                than the store's reconnect time). Deliberately not retried here: how
-                long an outage may last is the caller's call (a script may prefer to
-                fail); follow again with ``since=`` the last event's seq, with no gap
-                and no repeat, as ``bide log --follow`` and ``bide serve`` do.
+            StoreError: without ``outage``, the store could not be read (a PostgreSQL
+                server away longer than the store's reconnect time): not retried unless
+                asked, since how long an outage may last is the caller's call (a script
+                may prefer to fail).
+            ValueError: ``timeout`` and ``outage`` together (a deadline through an
+                outage of unknown length is not one).
         """
-        return following.follow(self._engine().store, run_id, since=since,
-                             through_pauses=through_pauses, timeout=timeout,
-                             fallback=fallback, stop=stop)
+        store = self._engine().store
+        if outage is None:
+            return following.follow(store, run_id, since=since, through_pauses=through_pauses,
+                                    timeout=timeout, fallback=fallback, stop=stop)
+        if timeout is not None:
+            raise ValueError("follow takes a timeout or an outage, not both: a follow that "
+                             "waits out an outage has no deadline")
+        return following.follow_on(store, run_id, outage, since=since,
+                                   through_pauses=through_pauses, fallback=fallback, stop=stop)
 
     def afollow(self, run_id: str, *, since: int | None = None, through_pauses: bool = False,
                 timeout: float | None = None, fallback: float = following.FALLBACK

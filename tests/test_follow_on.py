@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
+import bide
 import pytest
 from bide import Status
 from bide.engine import follow as following
@@ -96,3 +97,28 @@ def test_a_stop_set_during_an_outage_ends_the_follow(store, monkeypatch):
 def test_an_unknown_run_is_refused_at_once(store):
     with pytest.raises(UnknownRun):
         following.follow_on(store, "nope", following.Outage(0.1, 1.0))
+
+
+def test_engine_follow_takes_an_outage_to_wait_out(tmp_path, monkeypatch):
+    flow = bide.Flow("one")
+
+    @flow.node(start=True)
+    def only(state, ctx):
+        return {"n": 1}
+
+    with bide.open(tmp_path / "home", durability="fast") as eng:
+        eng.register(flow)
+        run = eng.start("one", {"n": 0})
+        fail, said = [True], []
+        flaky_reads(monkeypatch, fail)
+        threading.Timer(0.2, lambda: fail.__setitem__(0, False)).start()
+        outage = bide.Outage(0.01, 0.05, away=lambda exc: said.append("away"),
+                             back=lambda: said.append("back"))
+        events = list(eng.follow(run.run_id, outage=outage))
+        assert [e.to_dict() for e in events] == eng.log(run.run_id)
+        assert said == ["away", "back"]
+        with pytest.raises(ValueError, match="timeout or an outage"):
+            eng.follow(run.run_id, timeout=1.0, outage=outage)
+        with pytest.raises(bide.StoreError):  # without an outage: the caller's call
+            fail[0] = True
+            list(eng.follow(run.run_id))
