@@ -90,6 +90,22 @@ def follow_on(store: Store, run_id: str, outage: Outage, *, since: int | None = 
     return _follow_on(store, run_id, outage, since, through_pauses, fallback, stop)
 
 
+def follow_with(store: Store, run_id: str, outage: Outage | None, **options: Any) -> Events:
+    """``follow``, or ``follow_on`` when ``outage`` says how to wait one out (what
+    ``Engine.follow`` and ``afollow`` choose between).
+
+    Raises:
+        ValueError: ``timeout`` and ``outage`` together (a follow that waits out an outage
+            of unknown length has no deadline).
+    """
+    if outage is None:
+        return follow(store, run_id, **options)
+    if options.pop("timeout", None) is not None:
+        raise ValueError("follow takes a timeout or an outage, not both: a follow that "
+                         "waits out an outage has no deadline")
+    return follow_on(store, run_id, outage, **options)
+
+
 def _follow_on(store: Store, run_id: str, outage: Outage, since: int | None,
                through_pauses: bool, fallback: float, stop: threading.Event) -> Events:
     cursor, pause, away = since, outage.first, False
@@ -156,15 +172,17 @@ def _read(store: Store, run_id: str, cursor: int | None) -> tuple[list[Event], s
         return [read_event(r, run_id, seq, kind) for seq, kind in entries], head.status
 
 
-async def afollow(store: Store, run_id: str, **options: Any) -> AsyncIterator[Event]:
-    """``follow`` for async code: each wait happens in bide's thread pool, never on the loop.
+async def afollow(store: Store, run_id: str, outage: Outage | None = None,
+                  **options: Any) -> AsyncIterator[Event]:
+    """``follow`` for async code: each wait happens in bide's thread pool, never on the loop
+    (an ``outage``'s pauses too, and its ``away`` and ``back`` are called there).
 
     Closing the iterator early (``break``, cancellation) ends the follow, and closes its
     feed, once the wait under way ends (at most ``fallback`` seconds; pass a small
     one where that matters).
     """
     stop = threading.Event()
-    events = await off_loop(follow, store, run_id, stop=stop, **options)
+    events = await off_loop(follow_with, store, run_id, outage, stop=stop, **options)
     done = object()
     try:
         while (event := await off_loop(next, events, done)) is not done:

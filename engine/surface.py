@@ -85,24 +85,19 @@ class Surface:
             ValueError: ``timeout`` and ``outage`` together (a deadline through an
                 outage of unknown length is not one).
         """
-        store = self._engine().store
-        if outage is None:
-            return following.follow(store, run_id, since=since, through_pauses=through_pauses,
-                                    timeout=timeout, fallback=fallback, stop=stop)
-        if timeout is not None:
-            raise ValueError("follow takes a timeout or an outage, not both: a follow that "
-                             "waits out an outage has no deadline")
-        return following.follow_on(store, run_id, outage, since=since,
-                                   through_pauses=through_pauses, fallback=fallback, stop=stop)
+        return following.follow_with(self._engine().store, run_id, outage, since=since,
+                                     through_pauses=through_pauses, timeout=timeout,
+                                     fallback=fallback, stop=stop)
 
     def afollow(self, run_id: str, *, since: int | None = None, through_pauses: bool = False,
-                timeout: float | None = None, fallback: float = following.FALLBACK
-                ) -> AsyncIterator[Event]:
+                timeout: float | None = None, fallback: float = following.FALLBACK,
+                outage: following.Outage | None = None) -> AsyncIterator[Event]:
         """``follow`` for async code (``async for event in engine.afollow(run_id)``); the
-        waits happen off the event loop. UnknownRun is raised at the first step."""
-        return following.afollow(self._engine().store, run_id, since=since,
-                              through_pauses=through_pauses, timeout=timeout,
-                              fallback=fallback)
+        waits happen off the event loop (an ``outage``'s pauses too, and its ``away`` and
+        ``back`` are called there). UnknownRun is raised at the first step."""
+        return following.afollow(self._engine().store, run_id, outage, since=since,
+                                 through_pauses=through_pauses, timeout=timeout,
+                                 fallback=fallback)
 
     def checkpoint_rows(self, run_id: str) -> list[dict[str, Any]]:
         """``checkpoints`` as JSON-ready rows (``bide checkpoints``).

@@ -8,6 +8,7 @@ are in test_pg_outage_follow.py and test_pg_restart_loops.py.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -122,3 +123,33 @@ def test_engine_follow_takes_an_outage_to_wait_out(tmp_path, monkeypatch):
         with pytest.raises(bide.StoreError):  # without an outage: the caller's call
             fail[0] = True
             list(eng.follow(run.run_id))
+
+
+def test_engine_afollow_takes_an_outage_too(tmp_path, monkeypatch):
+    flow = bide.Flow("one")
+
+    @flow.node(start=True)
+    def only(state, ctx):
+        return {"n": 1}
+
+    with bide.open(tmp_path / "home", durability="fast") as eng:
+        eng.register(flow)
+        run = eng.start("one", {"n": 0})
+        fail, said = [True], []
+        flaky_reads(monkeypatch, fail)
+        threading.Timer(0.2, lambda: fail.__setitem__(0, False)).start()
+        outage = bide.Outage(0.01, 0.05, away=lambda exc: said.append("away"),
+                             back=lambda: said.append("back"))
+
+        async def follow_all() -> list:
+            return [e async for e in eng.afollow(run.run_id, outage=outage, fallback=0.05)]
+
+        async def both() -> None:
+            async for _ in eng.afollow(run.run_id, timeout=1.0, outage=outage):
+                pass
+
+        events = asyncio.run(asyncio.wait_for(follow_all(), DEADLINE))
+        assert [e.to_dict() for e in events] == eng.log(run.run_id)
+        assert said == ["away", "back"]
+        with pytest.raises(ValueError, match="timeout or an outage"):
+            asyncio.run(asyncio.wait_for(both(), DEADLINE))
