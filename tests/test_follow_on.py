@@ -100,56 +100,53 @@ def test_an_unknown_run_is_refused_at_once(store):
         following.follow_on(store, "nope", following.Outage(0.1, 1.0))
 
 
-def test_engine_follow_takes_an_outage_to_wait_out(tmp_path, monkeypatch):
-    flow = bide.Flow("one")
+class Away:
+    """A finished run on an engine whose reads fail for 0.2 s, and an outage that says
+    when the store went away and came back."""
 
-    @flow.node(start=True)
-    def only(state, ctx):
-        return {"n": 1}
+    def __init__(self, eng: bide.Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+        flow = bide.Flow("one")
 
-    with bide.open(tmp_path / "home", durability="fast") as eng:
+        @flow.node(start=True)
+        def only(state, ctx):
+            return {"n": 1}
+
         eng.register(flow)
-        run = eng.start("one", {"n": 0})
-        fail, said = [True], []
-        flaky_reads(monkeypatch, fail)
-        threading.Timer(0.2, lambda: fail.__setitem__(0, False)).start()
-        outage = bide.Outage(0.01, 0.05, away=lambda exc: said.append("away"),
-                             back=lambda: said.append("back"))
-        events = list(eng.follow(run.run_id, outage=outage))
-        assert [e.to_dict() for e in events] == eng.log(run.run_id)
-        assert said == ["away", "back"]
+        self.run_id = eng.start("one", {"n": 0}).run_id
+        self.fail, self.said = [True], []
+        flaky_reads(monkeypatch, self.fail)
+        threading.Timer(0.2, lambda: self.fail.__setitem__(0, False)).start()
+        self.outage = bide.Outage(0.01, 0.05, away=lambda exc: self.said.append("away"),
+                                  back=lambda: self.said.append("back"))
+
+
+def test_engine_follow_takes_an_outage_to_wait_out(tmp_path, monkeypatch):
+    with bide.open(tmp_path / "home", durability="fast") as eng:
+        away = Away(eng, monkeypatch)
+        events = list(eng.follow(away.run_id, outage=away.outage))
+        assert [e.to_dict() for e in events] == eng.log(away.run_id)
+        assert away.said == ["away", "back"]
         with pytest.raises(ValueError, match="timeout or an outage"):
-            eng.follow(run.run_id, timeout=1.0, outage=outage)
+            eng.follow(away.run_id, timeout=1.0, outage=away.outage)
         with pytest.raises(bide.StoreError):  # without an outage: the caller's call
-            fail[0] = True
-            list(eng.follow(run.run_id))
+            away.fail[0] = True
+            list(eng.follow(away.run_id))
 
 
 def test_engine_afollow_takes_an_outage_too(tmp_path, monkeypatch):
-    flow = bide.Flow("one")
-
-    @flow.node(start=True)
-    def only(state, ctx):
-        return {"n": 1}
-
     with bide.open(tmp_path / "home", durability="fast") as eng:
-        eng.register(flow)
-        run = eng.start("one", {"n": 0})
-        fail, said = [True], []
-        flaky_reads(monkeypatch, fail)
-        threading.Timer(0.2, lambda: fail.__setitem__(0, False)).start()
-        outage = bide.Outage(0.01, 0.05, away=lambda exc: said.append("away"),
-                             back=lambda: said.append("back"))
+        away = Away(eng, monkeypatch)
 
         async def follow_all() -> list:
-            return [e async for e in eng.afollow(run.run_id, outage=outage, fallback=0.05)]
+            return [e async for e in eng.afollow(away.run_id, outage=away.outage,
+                                                 fallback=0.05)]
 
         async def both() -> None:
-            async for _ in eng.afollow(run.run_id, timeout=1.0, outage=outage):
+            async for _ in eng.afollow(away.run_id, timeout=1.0, outage=away.outage):
                 pass
 
         events = asyncio.run(asyncio.wait_for(follow_all(), DEADLINE))
-        assert [e.to_dict() for e in events] == eng.log(run.run_id)
-        assert said == ["away", "back"]
+        assert [e.to_dict() for e in events] == eng.log(away.run_id)
+        assert away.said == ["away", "back"]
         with pytest.raises(ValueError, match="timeout or an outage"):
             asyncio.run(asyncio.wait_for(both(), DEADLINE))
