@@ -659,3 +659,16 @@ __all__ = [
     "UnknownStatus",
     "UnknownVersion",
 ]
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where ``exc`` was raised (``file.py:LINE in function``, its innermost frame): said
+    with an unexpected error that stops a loop, so a rare one can be traced from its log
+    line alone."""
+    tb = exc.__traceback__
+    if tb is None:
+        return "an unknown place"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return f"{code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno} in {code.co_name}"

@@ -27,6 +27,7 @@ from ..formats.errors import BideError
 from ..formats.schedule_records import SCHEDULES_RUN
 from . import schedules
 from .change_feed import ChangeFeed
+from .errors import raised_at
 from .runtime import Engine
 
 REREAD = 30.0  # seconds between reads of the schedules when nothing wakes the thread
@@ -109,7 +110,8 @@ class ScheduleLoop:
                     self._feed_failed(exc)
         except Exception as exc:
             # a watcher that silently stopped starting schedules would look alive: stop it
-            self.log(f"schedules failed ({type(exc).__name__}: {exc}); stopping the watcher")
+            self.log(f"schedules failed ({type(exc).__name__}: {exc}; raised at "
+                     f"{raised_at(exc)}); stopping the watcher")
             self.stop.set()
         finally:
             if feed is not None:

@@ -31,6 +31,7 @@ from typing import Protocol
 
 from ..formats.errors import BideError
 from . import attention
+from .errors import raised_at
 from .index import RunHead
 from .run_view import RunView
 from .runtime import Engine
@@ -116,7 +117,8 @@ class Waker:
             self._loop()
         except Exception as exc:
             # a watcher that no longer hears would look alive and do nothing: stop it
-            self.log(f"wake-ups failed ({type(exc).__name__}: {exc}); stopping the watcher")
+            self.log(f"wake-ups failed ({type(exc).__name__}: {exc}; raised at "
+                     f"{raised_at(exc)}); stopping the watcher")
             self.failure = exc  # raised again by Watcher.serve, in its own thread
             self.stop.set()
 

@@ -112,3 +112,17 @@ def test_branch_bases_still_take_a_bare_message():
     for cls in (bide.BideError, bide.StoreError, bide.FlowError, bide.RunError,
                 bide.ToolError, bide.ApprovalError, bide.NotFound, bide.Conflict):
         assert str(cls("message")) == "message"
+
+
+def test_raised_at_names_the_innermost_frame():
+    from bide.engine.errors import raised_at
+
+    def inner() -> None:
+        raise ValueError("deep")
+
+    try:
+        inner()
+    except ValueError as exc:
+        where = raised_at(exc)
+    assert where.startswith("test_error_tree.py:") and where.endswith(" in inner"), where
+    assert raised_at(ValueError("never raised")) == "an unknown place"
