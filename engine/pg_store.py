@@ -121,19 +121,25 @@ class _Pool:
         self._lock = threading.Lock()
 
     def connect(self, deadline: float | None = None) -> _Conn:
-        """A new connection, retried until ``deadline`` while the server is unreachable."""
+        """A new connection, retried until ``deadline`` while the server is unreachable.
+
+        A connection the server drops while it is being set up (a restart under way)
+        is tried again too: its error was once raised as it was, a psycopg error no
+        caller expects, and it stopped a watcher's schedules thread.
+        """
         deadline = deadline if deadline is not None else time.monotonic() + self.timeout
         pause = 0.05
         while True:
             try:
-                conn = connect(self.url, application_name="bide")
-                break
+                return self._set_up(connect(self.url, application_name="bide"))
             except psycopg.OperationalError as exc:  # refused or down: the server restarts
                 if time.monotonic() + pause > deadline:
                     raise StoreError(f"cannot reach PostgreSQL at {self.shown}: {exc}",
                                      path=self.shown) from exc
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
+
+    def _set_up(self, conn: psycopg.Connection[Any]) -> _Conn:
         try:
             if self.durability == "fast":
                 conn.execute("SET synchronous_commit TO off")

@@ -212,3 +212,35 @@ def test_a_watcher_stopped_while_its_waker_connects_in_an_outage_stops_quietly(
     # (the schedules thread may say it waits for the server: it does, while it is away)
     assert not [line for line in lines if FAILED.search(line) or "cannot listen" in line
                 or line.startswith("inbox: cannot")], lines
+
+
+def test_a_connection_dropped_while_it_is_set_up_is_made_again(pg_cluster, pg_url,
+                                                              monkeypatch):
+    """A new connection the server ends before its first statements (a restart under way)
+    raised the raw psycopg error out of ``reader()`` and ``commit`` — no caller expects
+    it, and it stopped a watcher's schedules thread ("schedules failed (OperationalError:
+    consuming input failed ...)"); now it is made again, as a refused one is."""
+    import psycopg
+    from bide.engine import pg_store
+
+    store = PostgresStore(pg_url, durability="durable", reconnect_timeout=5.0)
+    store.commit([RunCreated(run_id="r", flow="job", at=1.0)])
+    store._pool.close()  # no idle connection: the next read makes a new one
+    real, ended = pg_store.connect, []
+
+    def ended_at_once(url, **kwargs):
+        conn = real(url, **kwargs)
+        if not ended:  # the first one: its server process ends before it is set up
+            pid = conn.info.backend_pid
+            with psycopg.connect(pg_url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            ended.append(pid)
+        return conn
+
+    monkeypatch.setattr(pg_store, "connect", ended_at_once)
+    try:
+        with store.reader() as r:
+            assert r.head("r") is not None
+        assert len(ended) == 1
+    finally:
+        store.close()
