@@ -35,7 +35,6 @@ from typing import Any
 import bide
 from bide.formats import LeaseAcquired
 
-from ..engine import pg_store
 from .verdicts import named_lines
 
 APP = '''
@@ -174,6 +173,8 @@ def commit_cost(bench: _Bench, url: str, *, commits: int, rounds: int) -> dict[s
 @contextmanager
 def _without_seam() -> Iterator[None]:
     """Commits without the followers' statement: the code before the seam, for comparison."""
+    from ..engine import pg_store  # the PostgreSQL rows only: the postgres extra
+
     real = pg_store._notify_followers
     pg_store._notify_followers = lambda txn, batch: None
     try:

@@ -24,6 +24,7 @@
     ├── ConfigError                bide.toml, or a setting, is not usable; names file, key, line
     │   └── ServeError             bide serve: its extra missing, an unsafe token file
     ├── PackError                  bide pack: shiv missing, a distribution not installed...
+    ├── MissingExtra               an optional extra is not installed; names it (an ImportError)
     ├── FlowError                  flow definition or flow/run mismatch; ``flow``, ``node``
     │   ├── UnknownFlow            this process serves no flow of that name   (NotFound)
     │   ├── FlowMismatch           a node the run needs no longer exists
@@ -250,6 +251,20 @@ class ServeError(ConfigError):
 
 class PackError(BideError):
     """``bide pack`` could not write the file (engine/pack.py); the message says why."""
+
+
+class MissingExtra(BideError, ImportError):
+    """Something was used that needs an optional extra which is not installed.
+
+    ``extra`` is the extra's name (``postgres``, ``serve``, ``otel``, ``langgraph``...),
+    ``module`` the missing module; the message says what needed it and the pip command.
+    Also an ImportError, so code that guards an optional import keeps working.
+    """
+
+    def __init__(self, what: str, *, extra: str, module: str) -> None:
+        self.extra, self.module = extra, module
+        ImportError.__init__(self, f"{what} needs the {extra!r} extra ({module} is not "
+                                   f"installed): pip install 'bide[{extra}]'", name=module)
 
 
 class FlowError(BideError):
@@ -617,6 +632,7 @@ __all__ = [
     "InvalidTimer",
     "LangGraphThread",
     "LogUnreadable",
+    "MissingExtra",
     "NewerSchema",
     "NewerStore",
     "NodeFailed",

@@ -9,15 +9,27 @@ data to 60 s) and the connection fails like any lost one (``StoreError`` after t
 store's reconnect time). Options the URL gives win; a URL with ``keepalives=0`` or a
 service (``service=`` or ``PGSERVICE``: its file sets the options) gets none of ours.
 Over a Unix socket libpq ignores them.
+
+psycopg, the ``postgres`` extra, is bound here once for every PostgreSQL module
+(``from .pg_connect import psycopg``) and imported when first used, so each of them
+imports on a bare install and a missing extra is one clear ``MissingExtra``.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from .optional import extra
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import conninfo
+    from psycopg import errors as pgerrors
+else:
+    psycopg = extra("psycopg", "postgres", "a PostgreSQL home")
+    conninfo = extra("psycopg.conninfo", "postgres", "a PostgreSQL home")
+    pgerrors = extra("psycopg.errors", "postgres", "a PostgreSQL home")
 
 LIVENESS = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
             "keepalives_count": 3, "tcp_user_timeout": 60_000}
@@ -30,11 +42,11 @@ def connect(url: str, *, application_name: str, connect_timeout: int = 10
     Raises:
         psycopg.OperationalError: the server cannot be reached (the callers retry).
     """
-    given = conninfo_to_dict(url)
+    given = conninfo.conninfo_to_dict(url)
     if "service" in given or os.environ.get("PGSERVICE") or str(given.get("keepalives")) == "0":
-        extra: dict[str, int] = {}  # a service's file sets its own (ours would win)
+        ours: dict[str, int] = {}  # a service's file sets its own (ours would win)
     else:
-        extra = {k: v for k, v in LIVENESS.items() if k not in given}
-    conninfo = make_conninfo(url, **extra)
-    return psycopg.connect(conninfo, autocommit=True, connect_timeout=connect_timeout,
+        ours = {k: v for k, v in LIVENESS.items() if k not in given}
+    info = conninfo.make_conninfo(url, **ours)
+    return psycopg.connect(info, autocommit=True, connect_timeout=connect_timeout,
                            application_name=application_name)

@@ -22,10 +22,8 @@ import threading
 import time
 from typing import Any
 
-import psycopg
-
 from .errors import StoreError
-from .pg_connect import connect
+from .pg_connect import connect, psycopg
 from .pg_reader import SCHEMA
 
 CHANNEL = "bide_follow"

@@ -1,7 +1,8 @@
 """A home named by a PostgreSQL URL: recognizing one, and opening its store.
 
 Kept apart from ``pg_store`` so that code which only asks "is this a URL?"
-(``bide.open``, the CLI) never imports psycopg, an optional extra.
+(``bide.open``, the CLI) never loads psycopg, an optional extra, nor the PostgreSQL
+store's modules.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
+
+from .optional import load
 
 if TYPE_CHECKING:
     from .pg_store import PostgresStore
@@ -32,10 +35,12 @@ def redacted(url: str) -> str:
 
 def open_store(url: str, *, durability: str, create: bool,
                clock: Callable[[], float]) -> PostgresStore:
-    """The ``PostgresStore`` at ``url``; a clear error when psycopg is not installed."""
-    try:
-        from .pg_store import PostgresStore
-    except ImportError as exc:
-        raise ImportError(f"{redacted(url)} is a PostgreSQL home, which needs psycopg 3: "
-                          "pip install 'bide[postgres]'") from exc
+    """The ``PostgresStore`` at ``url``.
+
+    Raises:
+        MissingExtra: psycopg (the ``postgres`` extra) is not installed.
+    """
+    load("psycopg", "postgres", f"{redacted(url)} (a PostgreSQL home)")
+    from .pg_store import PostgresStore
+
     return PostgresStore(url, durability=durability, create=create, clock=clock)

@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-import psycopg
-
 from ..formats import unpack_value
 from .attention import ATTENTION
 from .index import (
@@ -30,6 +28,7 @@ from .index import (
     seq_of,
 )
 from .langgraph_index import LG_TABLES
+from .pg_connect import psycopg
 from .store import LEASES, LOG
 from .table_reads import TableReads
 

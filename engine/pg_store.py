@@ -66,14 +66,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple, TypeVar
 
-import psycopg
-from psycopg import errors as pgerrors
-
 from ..formats import Checkpoint, Record, encode
 from .errors import NewerStore, NotAHome, StoreError
 from .index import DERIVED, RUNLOG, apply, keys_of, refold_without
 from .latest import STATE
-from .pg_connect import connect
+from .pg_connect import connect, pgerrors, psycopg
 from .pg_follow import PgFollowFeed, notify_statement
 from .pg_home import is_url, redacted
 from .pg_listen import CHANNEL, PgListener, payload
@@ -99,7 +96,6 @@ from .wakeups import announced
 PG_FORMAT = 2
 DURABILITIES = ("durable", "fast")
 _IDLE = 8  # connections kept open for reuse
-_RETRIABLE = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected)
 _HOME_LOCK = 0x62696465  # "bide": taken shared by every write, exclusively by delete/rebuild
 T = TypeVar("T")
 
@@ -334,7 +330,7 @@ class PostgresStore(Observed):
                 self.relocks += 1
                 self._end(c)
                 continue
-            except _RETRIABLE:
+            except (pgerrors.SerializationFailure, pgerrors.DeadlockDetected):
                 self._end(c)
                 self.retries += 1
                 _backoff(attempt)

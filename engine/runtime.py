@@ -74,11 +74,12 @@ class Engine(Surface):
                  requests: str | os.PathLike[str] | None = None, tracer: Any = None) -> None:
         self.tracing: Tracing | None = None
         if tracer is not None:  # only a traced engine imports OpenTelemetry (bide[otel])
+            from .optional import load
             try:
-                from .tracing import Tracing
+                load("opentelemetry.trace", "otel", "tracing")
             except ImportError as exc:
-                raise ConfigError("tracer=", f"tracing needs OpenTelemetry ({exc}): "
-                                  "pip install 'bide[otel]'") from None
+                raise ConfigError("tracer=", f"{exc}") from None
+            from .tracing import Tracing
             self.tracing = Tracing(tracer)
         url = None
         if pg_home.is_url(home):  # the records in that database; this host's files in `local`

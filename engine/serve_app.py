@@ -16,18 +16,12 @@ import hmac
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
-
-from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import FileResponse, Response, StreamingResponse
-from starlette.routing import Route
+from typing import TYPE_CHECKING, Any
 
 from . import serve_errors as kinds
 from .errors import BideError
 from .inbox import MAX_BYTES, Inbox, Refused, strict_json
+from .optional import extra
 from .render import to_json
 from .runs import check_run_id
 from .runtime import Engine
@@ -38,19 +32,29 @@ from .serve_openapi import openapi
 from .serve_runs import submit_once
 from .vocabulary import Status
 
+if TYPE_CHECKING:
+    from starlette import applications, concurrency, exceptions, responses, routing
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    Endpoint = Callable[[Request], Awaitable[Response]]
+else:  # the serve extra, imported when the first app is made
+    applications, concurrency, exceptions, responses, routing = (
+        extra(f"starlette.{name}", "serve", "bide serve") for name in
+        ("applications", "concurrency", "exceptions", "responses", "routing"))
+
 PAGE = Path(__file__).with_name("serve_page.html")
 # no other site may frame the page (a framed page could be tricked into a click); a
 # <meta> CSP cannot say frame-ancestors, so the header does, beside the page's own check
 PAGE_HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
                 "Content-Security-Policy": "frame-ancestors 'none'",
                 "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
-Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def make_app(engine: Engine, token: str, *, inbox: Inbox | None = None,
              offer: Callable[[str, str], None] | None = None, max_body: int = MAX_BYTES,
              keepalive: float = KEEPALIVE, fallback: float = FALLBACK,
-             closing: threading.Event | None = None) -> Starlette:
+             closing: threading.Event | None = None) -> applications.Starlette:
     """The app serving ``engine`` to callers holding ``token``.
 
     Args:
@@ -68,27 +72,32 @@ def make_app(engine: Engine, token: str, *, inbox: Inbox | None = None,
                closing or engine.stopping)
     guard = _Guard(token)
     routes = [
-        Route("/", _page, methods=["GET"]),
-        Route("/openapi.json", _openapi, methods=["GET"]),
-        Route("/runs", guard(api.submit), methods=["POST"]),
-        Route("/runs", guard(api.runs), methods=["GET"]),
-        Route("/runs/{run_id}", guard(api.show), methods=["GET"]),
-        Route("/runs/{run_id}/state", guard(api.state), methods=["GET"]),
-        Route("/runs/{run_id}/events", guard(api.run_events), methods=["GET"]),
-        Route("/runs/{run_id}/cancel", guard(api.cancel), methods=["POST"]),
-        Route("/pending", guard(api.pending), methods=["GET"]),
-        Route("/decisions/{approval_id}", guard(api.decide), methods=["POST"]),
-        Route("/events", guard(api.home_events), methods=["GET"]),
+        routing.Route("/", _page, methods=["GET"]),
+        routing.Route("/openapi.json", _openapi, methods=["GET"]),
+        routing.Route("/runs", guard(api.submit), methods=["POST"]),
+        routing.Route("/runs", guard(api.runs), methods=["GET"]),
+        routing.Route("/runs/{run_id}", guard(api.show), methods=["GET"]),
+        routing.Route("/runs/{run_id}/state", guard(api.state), methods=["GET"]),
+        routing.Route("/runs/{run_id}/events", guard(api.run_events), methods=["GET"]),
+        routing.Route("/runs/{run_id}/cancel", guard(api.cancel), methods=["POST"]),
+        routing.Route("/pending", guard(api.pending), methods=["GET"]),
+        routing.Route("/decisions/{approval_id}", guard(api.decide), methods=["POST"]),
+        routing.Route("/events", guard(api.home_events), methods=["GET"]),
     ]
     handlers: dict[Any, Callable[..., Any]] = {
-        ApiError: _api_error, BideError: _bide_error, HTTPException: _http_error,
+        ApiError: _api_error, BideError: _bide_error, exceptions.HTTPException: _http_error,
         Exception: _internal_error}
-    return Starlette(routes=routes, exception_handlers=handlers)
+    return applications.Starlette(routes=routes, exception_handlers=handlers)
+
+
+def _threaded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
+    """``fn(*args)`` in Starlette's thread pool (engine calls block on the store)."""
+    return concurrency.run_in_threadpool(fn, *args, **kwargs)
 
 
 def json_response(doc: Any, status: int = 200) -> Response:
     """``doc`` as the CLI's ``--json`` prints it (times as ISO-8601), compact."""
-    return Response(to_json(iso_times(doc), indent=None), status_code=status,
+    return responses.Response(to_json(iso_times(doc), indent=None), status_code=status,
                     media_type="application/json")
 
 
@@ -132,7 +141,7 @@ class _Api:
             raise ApiError(400, kinds.BAD_REQUEST, "field 'input' must be a JSON object")
         if run_id is not None:
             run_id = _run_id(run_id)
-        doc, created = await run_in_threadpool(submit_once, self.engine, flow, data, run_id)
+        doc, created = await _threaded(submit_once, self.engine, flow, data, run_id)
         if created and self.offer is not None:
             self.offer(doc["run_id"], flow)
         return json_response(doc, 202 if created else 200)
@@ -142,18 +151,18 @@ class _Api:
         flow = request.query_params.get("flow")
         limit = _count(request.query_params.get("limit"), "limit", least=1)
         wanted = None if status is None else Status.of(status)  # UnknownStatus: 400
-        rows = await run_in_threadpool(self.engine.run_rows, status=wanted, flow=flow,
+        rows = await _threaded(self.engine.run_rows, status=wanted, flow=flow,
                                        limit=limit)
         return json_response({"runs": rows})
 
     async def show(self, request: Request) -> Response:
         run_id = _run_id(request.path_params["run_id"])
-        return json_response(await run_in_threadpool(self.engine.show, run_id))
+        return json_response(await _threaded(self.engine.show, run_id))
 
     async def state(self, request: Request) -> Response:
         run_id = _run_id(request.path_params["run_id"])
         version = _count(request.query_params.get("version"), "version", least=0)
-        found, values = await run_in_threadpool(self.engine.state_at, run_id, version)
+        found, values = await _threaded(self.engine.state_at, run_id, version)
         return json_response({"run_id": run_id, "version": found, "state": values})
 
     async def cancel(self, request: Request) -> Response:
@@ -164,21 +173,21 @@ class _Api:
         reason = body.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise ApiError(400, kinds.BAD_REQUEST, "field 'reason' must be a string")
-        done = await run_in_threadpool(self.engine.cancel, run_id, reason)
+        done = await _threaded(self.engine.cancel, run_id, reason)
         return json_response({"run_id": run_id, "cancelled": done,
                               "status": Status.CANCELLED})
 
     async def run_events(self, request: Request) -> Response:
         run_id = _run_id(request.path_params["run_id"])
         since = _last_event_id(request)
-        produce = await run_in_threadpool(run_messages, self.engine.store, run_id, since,
+        produce = await _threaded(run_messages, self.engine.store, run_id, since,
                                           self.fallback)
         return _sse(relay(produce, keepalive=self.keepalive, closing=self.closing,
                           name=f"bide-serve-sse-{run_id}"))
 
     # -- decisions ----------------------------------------------------------------
     async def pending(self, request: Request) -> Response:
-        return json_response({"pending": await run_in_threadpool(self.engine.pending)})
+        return json_response({"pending": await _threaded(self.engine.pending)})
 
     async def decide(self, request: Request) -> Response:
         approval_id = request.path_params["approval_id"]
@@ -188,7 +197,7 @@ class _Api:
             raise ApiError(422, kinds.INVALID_DECISION, f"the body's approval_id "
                            f"{body['approval_id']!r} is not the one in the URL "
                            f"({approval_id!r})")
-        return json_response(await run_in_threadpool(self._decide, approval_id, body, raw))
+        return json_response(await _threaded(self._decide, approval_id, body, raw))
 
     def _decide(self, approval_id: str, body: dict[str, Any], raw: bytes) -> dict[str, Any]:
         """Record the decision as the inbox records a file's; the decision as recorded."""
@@ -204,7 +213,7 @@ class _Api:
 
     async def home_events(self, request: Request) -> Response:
         since = _last_event_id(request)
-        produce = await run_in_threadpool(home_messages, self.engine.store, since,
+        produce = await _threaded(home_messages, self.engine.store, since,
                                           self.fallback)
         return _sse(relay(produce, keepalive=self.keepalive, closing=self.closing,
                           name="bide-serve-sse-home"))
@@ -288,24 +297,24 @@ def _last_event_id(request: Request) -> int | None:
     return int(text)
 
 
-def _sse(messages: Any) -> StreamingResponse:
-    return StreamingResponse(messages, media_type="text/event-stream",
+def _sse(messages: Any) -> responses.StreamingResponse:
+    return responses.StreamingResponse(messages, media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 
 # -- unguarded ----------------------------------------------------------------------
 async def _page(request: Request) -> Response:
-    return FileResponse(PAGE, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
+    return responses.FileResponse(PAGE, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
 
 
 async def _openapi(request: Request) -> Response:
-    return Response(to_json(openapi(), indent=None), media_type="application/json")
+    return responses.Response(to_json(openapi(), indent=None), media_type="application/json")
 
 
 # -- errors -------------------------------------------------------------------------
 def _error(status: int, kind: str, message: str) -> Response:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return Response(to_json(error_doc(message, kind), indent=None), status_code=status,
+    return responses.Response(to_json(error_doc(message, kind), indent=None), status_code=status,
                     media_type="application/json", headers=headers)
 
 
@@ -320,7 +329,7 @@ async def _bide_error(request: Request, exc: Exception) -> Response:
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
+    assert isinstance(exc, exceptions.HTTPException)
     kind = {404: kinds.NO_ROUTE, 405: kinds.METHOD}.get(exc.status_code, kinds.BAD_REQUEST)
     message = {404: f"no route {request.url.path!r} (see /openapi.json)",
                405: f"{request.method} is not a method of {request.url.path!r}"}.get(

@@ -19,6 +19,7 @@ from typing import Any
 
 from .errors import ServeError
 from .inbox import MAX_BYTES
+from .optional import load
 from .permissions import private_dir
 from .runtime import Engine
 from .serve_token import load_token
@@ -127,10 +128,12 @@ class Server:
 def _imported() -> tuple[Any, Any]:
     """``serve_app`` and uvicorn, or a ServeError saying which extra to install."""
     try:
-        import uvicorn
-
-        from . import serve_app
+        uvicorn = load("uvicorn", "serve", "bide serve")
+        load("starlette.applications", "serve", "bide serve")
     except ImportError as exc:
-        raise ServeError("bide serve", f"needs Starlette and uvicorn ({exc})",
+        raise ServeError("bide serve", f"needs Starlette and uvicorn ({exc.name} is not "
+                         "installed)",
                          hint="pip install 'bide[serve]'") from None
+    from . import serve_app
+
     return serve_app, uvicorn

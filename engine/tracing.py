@@ -16,10 +16,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry import trace as otel
-from opentelemetry.trace import Link, Span, SpanContext, StatusCode, TraceFlags
+from .optional import extra
+
+if TYPE_CHECKING:
+    from opentelemetry import trace as otel
+    from opentelemetry.trace import Span
+else:  # imported by the first traced run: this module imports without the extra
+    otel = extra("opentelemetry.trace", "otel", "tracing runs with OpenTelemetry")
 
 from ..formats import LeaseAcquired
 from .errors import Paused
@@ -32,12 +37,12 @@ def ref_of(span: Span) -> str:
     return f"{ctx.trace_id:032x}-{ctx.span_id:016x}"
 
 
-def context_of(ref: str) -> SpanContext | None:
+def context_of(ref: str) -> otel.SpanContext | None:
     """The span context a stored ``ref`` names (None if it is not one)."""
     trace_id, _, span_id = ref.partition("-")
     try:
-        return SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True,
-                           trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        return otel.SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True,
+                                trace_flags=otel.TraceFlags(otel.TraceFlags.SAMPLED))
     except ValueError:
         return None
 
@@ -69,7 +74,7 @@ class Tracing:
             with store.reader() as r:
                 earlier = context_of(earlier_ref(r, run_id))
             if earlier is not None:
-                links.append(Link(earlier, {"bide.link": "resumed",
+                links.append(otel.Link(earlier, {"bide.link": "resumed",
                                             "bide.resumed_from": was or ""}))
         attributes = {"bide.run_id": run_id, "bide.flow": flow}
         if was is not None:
@@ -126,7 +131,7 @@ class RunSpan:
             self.span.set_attribute("bide.status", head.status)
         if exc is not None:
             self.span.record_exception(exc)
-            self.span.set_status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+            self.span.set_status(otel.StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
         self.span.end()
 
 
@@ -172,5 +177,5 @@ def current(span: Span) -> Iterator[None]:
             raise
         except Exception as exc:
             span.record_exception(exc)
-            span.set_status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+            span.set_status(otel.StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
             raise

@@ -5,6 +5,7 @@ import sys
 
 import bide
 import pytest
+from extras import need
 
 
 def test_all_is_sorted_and_complete():
@@ -46,6 +47,14 @@ def test_issue_11_names_are_public_in_their_branch_of_the_tree():
     assert callable(bide.Engine.adecide) and callable(bide.Engine.asubmit)
 
 
+def test_a_missing_extra_is_a_bide_error_and_an_import_error():
+    err = bide.MissingExtra("a PostgreSQL home", extra="postgres", module="psycopg")
+    assert isinstance(err, bide.BideError) and isinstance(err, ImportError)
+    assert err.name == "psycopg" and err.extra == "postgres"
+    assert str(err) == ("a PostgreSQL home needs the 'postgres' extra (psycopg is not "
+                        "installed): pip install 'bide[postgres]'")
+
+
 def test_record_errors_are_exported_under_record_error():
     for cls in (bide.CorruptRecord, bide.CorruptIndex, bide.NewerSchema):
         assert issubclass(cls, bide.RecordError) and issubclass(cls, bide.BideError)
@@ -68,7 +77,7 @@ def test_bide_langgraph_is_a_submodule_that_loads_langgraph_only_when_used():
 
 
 def test_from_bide_langgraph_import_bidesaver():
-    pytest.importorskip("langgraph.checkpoint.base")
+    need("langgraph.checkpoint.base")
     from bide.engine.langgraph.saver import BideSaver as same  # where the alias points
     from bide.langgraph import BideSaver
 
@@ -76,7 +85,7 @@ def test_from_bide_langgraph_import_bidesaver():
 
 
 def test_the_old_langgraph_path_still_works_with_a_deprecation_warning():
-    pytest.importorskip("langgraph.checkpoint.base")
+    need("langgraph.checkpoint.base")
     sys.modules.pop("bide.engine.langgraph_saver", None)
     with pytest.warns(DeprecationWarning, match="from bide.langgraph import BideSaver"):
         from bide.engine.langgraph_saver import BideSaver

@@ -37,22 +37,27 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
-    BaseCheckpointSaver,
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-    DeltaChannelHistory,
-    PendingWrite,
-    SerializerProtocol,
-    get_checkpoint_id,
-    get_checkpoint_metadata,
-)
+from ..errors import CorruptRecord, MissingExtra, StoreError
 
-from ..errors import CorruptRecord, StoreError
+try:  # the langgraph extra: the class below subclasses LangGraph's saver
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        DeltaChannelHistory,
+        PendingWrite,
+        SerializerProtocol,
+        get_checkpoint_id,
+        get_checkpoint_metadata,
+    )
+except ModuleNotFoundError as exc:
+    raise MissingExtra("bide.langgraph.BideSaver", extra="langgraph",
+                       module=exc.name or "langgraph") from exc
+
 from ..langgraph_store import Stored, Threads
 from ..lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from ..pg_home import is_url, open_store
