@@ -16,13 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import pytest
+from extras import unavailable
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-
-
-def on_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def chromium_path() -> str | None:
@@ -31,13 +27,6 @@ def chromium_path() -> str | None:
     if given:
         return given if os.access(given, os.X_OK) else None
     return next((found for name in CANDIDATES if (found := shutil.which(name))), None)
-
-
-def unavailable(why: str) -> None:
-    """Skip with ``why``; fail on CI, where a missing browser is a broken setup."""
-    if on_ci():
-        pytest.fail(f"CI=true and {why}", pytrace=False)
-    pytest.skip(why)
 
 
 @contextmanager

@@ -16,6 +16,7 @@ import bide
 import pytest
 from bide.bench.crashkit import count_effects, run_worker
 from bide.engine.lmdb_store import LMDBStore
+from extras import need
 
 APPS = Path(__file__).parent / "apps"
 
@@ -68,7 +69,7 @@ def open_on(kind: str, request: pytest.FixtureRequest, home: Path, clock) -> bid
     files and the inbox in ``home`` whatever the store."""
     opts = {"durability": "fast", "clock": clock}
     if kind == "postgres":
-        pytest.importorskip("psycopg")
+        need("psycopg")
         return bide.open(request.getfixturevalue("pg_url"), local=home, **opts)
     if kind == "memory":
         from bide.engine.memory_store import SCHEME, MemoryStore
@@ -122,7 +123,7 @@ def world_on(request: pytest.FixtureRequest, tmp_path: Path, app_local: str = ""
     """The body of a crash test's ``world`` fixture, parametrized lmdb / postgres."""
     home = str(tmp_path / "home")
     if request.param == "postgres":
-        pytest.importorskip("psycopg")
+        need("psycopg")
         home = request.getfixturevalue("pg_url")
     return World(home, tmp_path / "home", tmp_path / "effects.log", app_local)
 
@@ -144,7 +145,7 @@ def watched(request: pytest.FixtureRequest, home: Path, *flows: bide.Flow,
     from bide.engine.watcher import Watcher
 
     if request.param == "postgres":
-        pytest.importorskip("psycopg")
+        need("psycopg")
         url = request.getfixturevalue("pg_url")
         opened = [bide.open(url, local=home / "a", durability="fast"),
                   bide.open(url, local=home / "b", durability="fast")]

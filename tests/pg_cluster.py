@@ -15,7 +15,6 @@ setup is never reported as green.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,10 +27,7 @@ from bide.bench.pg_server import (  # the server itself: shared with `bide bench
     start_cluster,
     stop_cluster,
 )
-
-
-def _on_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+from extras import need, unavailable
 
 
 @pytest.fixture(scope="session")
@@ -39,25 +35,13 @@ def pg_cluster() -> Iterator[Cluster]:
     """One PostgreSQL cluster for the test session (see the module docstring)."""
     found = bin_dir()
     if found is None:
-        why = missing_binaries()
-        if _on_ci():
-            pytest.fail(f"CI=true and {why}", pytrace=False)
-        pytest.skip(why)
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        if _on_ci():
-            pytest.fail("CI=true and psycopg is not installed (pip install 'bide[postgres]')",
-                        pytrace=False)
-        pytest.skip("psycopg is not installed (pip install 'bide[postgres]')")
+        unavailable(missing_binaries())
+    need("psycopg")
     started = time.monotonic()
     try:
         cluster = start_cluster(found)
     except (RuntimeError, OSError, KeyError, subprocess.TimeoutExpired) as exc:
-        if _on_ci():
-            pytest.fail(f"CI=true and the PostgreSQL test server did not start: {exc}",
-                        pytrace=False)
-        pytest.skip(f"the PostgreSQL test server did not start: {exc}")
+        unavailable(f"the PostgreSQL test server did not start: {exc}")
     cluster.started_in = time.monotonic() - started  # type: ignore[attr-defined]
     try:
         yield cluster

@@ -17,11 +17,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import bide
-import pytest
+from extras import need
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
-pytest.importorskip("httpx")
+need("starlette")
+need("uvicorn")
+need("httpx")
 
 from bide.engine.serve_app import make_app  # noqa: E402 - after the extra's skip
 from starlette.testclient import TestClient  # noqa: E402

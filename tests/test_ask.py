@@ -24,6 +24,7 @@ from bide.engine.inbox import Inbox, drop_decision, sign
 from bide.engine.value_schema import example, problem, schema_of
 from click.testing import CliRunner
 from conftest import APPS, count_lines, open_on
+from extras import need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -431,7 +432,7 @@ def test_bide_answer_drops_a_checked_answer_file_on_a_directory_home(home, effec
 
 
 def test_bide_answer_records_in_the_database_on_a_postgresql_home(pg_url, home, effects):
-    pytest.importorskip("psycopg")
+    need("psycopg")
     with bide.open(pg_url, local=home, durability="fast") as eng:
         eng.register(ask_app.flow)
         aid = start(eng)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 import bide
@@ -13,7 +13,6 @@ import pytest
 from bide.bench import (
     concurrency,
     noise,
-    peers,
     pg_throughput,
     policies,
     quick_size,
@@ -24,6 +23,7 @@ from bide.bench.command import bench
 from bide.bench.memory import run_in_memory
 from bide.bench.workloads import Counters, Workload
 from click.testing import CliRunner
+from extras import need
 
 SMALL = [Workload("linear", 5, 100), Workload("fanout4", 3, 1000), Workload("agent", 3, 1000),
          Workload("long", 7, 10)]
@@ -125,9 +125,10 @@ def test_checkpoint_policy_changes_what_is_committed(quick_results: dict) -> Non
     assert rows[(spec, "full")]["bytes_committed"] > rows[(spec, "default")]["bytes_committed"]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is not None,
-                    reason="matplotlib is installed")
-def test_plot_without_matplotlib_says_how_to_get_it(tmp_path: Path) -> None:
+def test_plot_without_matplotlib_says_how_to_get_it(tmp_path: Path, monkeypatch) -> None:
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # an import of it fails, as uninstalled
     result = CliRunner().invoke(bench, ["granularity", "--quick", "--plot",
                                         str(tmp_path / "x.png")])
     assert result.exit_code == 2
@@ -135,8 +136,18 @@ def test_plot_without_matplotlib_says_how_to_get_it(tmp_path: Path) -> None:
     assert not (tmp_path / "x.png").exists()
 
 
-@pytest.mark.skipif(peers.available() is None, reason="the LangGraph peers are installed")
-def test_peers_without_langgraph_say_so() -> None:
+def test_plot_draws_the_granularity_chart(tmp_path: Path) -> None:
+    need("matplotlib")
+    result = CliRunner().invoke(bench, ["granularity", "--quick", "--plot",
+                                        str(tmp_path / "x.png")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "x.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_peers_without_langgraph_say_so(monkeypatch) -> None:
+    for name in [m for m in sys.modules if m == "langgraph" or m.startswith("langgraph.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "langgraph", None)
     result = CliRunner().invoke(bench, ["peers", "--quick", "--no-pg"])
     assert result.exit_code == 0, result.output
     assert "pip install 'bide[compare]'" in result.output

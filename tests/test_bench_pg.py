@@ -17,8 +17,9 @@ from bide.bench.pg_databases import Databases
 from bide.engine import held
 from bide.engine.vocabulary import Status
 from click.testing import CliRunner
+from extras import need
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = need("psycopg")
 K = 4
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 from bide.bench.command import bench
 from click.testing import CliRunner
+from extras import need
 
-pytest.importorskip("psycopg")
+need("psycopg")
 from bide.bench import pg_wake  # noqa: E402
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from extras import need
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
+need("starlette")
+need("uvicorn")
 
 from bide.bench import serving  # noqa: E402
 from bide.bench.command import bench  # noqa: E402

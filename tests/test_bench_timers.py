@@ -9,12 +9,13 @@ import pytest
 from bide.bench import timers
 from bide.cli import main
 from click.testing import CliRunner
+from extras import need
 
 
 @pytest.mark.parametrize("kind", ["lmdb", "postgres"])
 def test_timers_are_served_at_their_due_time_not_at_a_rescan(kind, request, tmp_path):
     if kind == "postgres":
-        pytest.importorskip("psycopg")
+        need("psycopg")
         out = timers.measure(request.getfixturevalue("pg_url"), 8, local=tmp_path / "local")
     else:
         out = timers.measure(tmp_path / "home", 8)

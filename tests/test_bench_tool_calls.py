@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from bide.bench import tool_calls
 from bide.engine import held
+from extras import need
 
 K = 6
 
@@ -39,8 +40,9 @@ def test_a_tool_call_stores_fewer_record_bytes_than_dbos(tmp_path, monkeypatch) 
     assert row["bytes_per_call"] < 288
 
 
-@pytest.mark.skipif(tool_calls.langgraph_skip() is not None, reason="LangGraph not installed")
 def test_langgraph_runs_the_same_calls(tmp_path) -> None:
+    need("langgraph.graph")
+    need("langgraph.checkpoint.sqlite")
     row = tool_calls.measure_langgraph(K, repeat=1, directory=str(tmp_path))
     assert row["calls"] == K and row["bytes_per_call"] > tool_calls.ARG
     assert row["ms_per_call"] > 0

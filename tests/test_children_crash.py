@@ -19,6 +19,7 @@ import bide
 import pytest
 from bide.bench.crashkit import start_worker
 from conftest import APPS, World, app_json, count_lines, run_app, world_on
+from extras import need
 
 sys.path.insert(0, str(APPS))
 import child_app  # noqa: E402
@@ -113,7 +114,7 @@ def test_a_childs_end_wakes_a_postgresql_watcher_without_a_rescan(request, tmp_p
     """The child's end is a commit to its parent's log: its NOTIFY wakes a watcher whose
     rescan is an hour away, and the watcher resumes the parent. The child ends in this
     process (cancelled: a decision would wake the watcher for the child itself)."""
-    pytest.importorskip("psycopg")
+    need("psycopg")
     w = World(request.getfixturevalue("pg_url"), tmp_path / "home", tmp_path / "effects.log",
               "CHILD_APP_LOCAL")
     with w.engine() as eng:

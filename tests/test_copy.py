@@ -20,11 +20,12 @@ from bide.engine.maintenance import prune
 from bide.formats import LeaseAcquired, RunCreated, StatusChanged
 from click.testing import CliRunner
 from conftest import APPS, count_lines, run_worker
+from extras import need
 
 sys.path.insert(0, str(APPS))
 import incident_app  # noqa: E402
 
-pytest.importorskip("psycopg")
+need("psycopg")
 
 
 @pytest.fixture

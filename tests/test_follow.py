@@ -20,6 +20,7 @@ import pytest
 from bide import Event, FollowTimeout, Status
 from bide.formats import Checkpoint
 from conftest import APPS
+from extras import need
 
 sys.path.insert(0, str(APPS))
 import follow_app  # noqa: E402
@@ -35,7 +36,7 @@ def eng(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[bide.Engine]
         from bide.engine.memory_store import SCHEME, MemoryStore
         store = MemoryStore(f"{SCHEME}{tmp_path}", durability="fast")
     elif request.param == "postgres":
-        pytest.importorskip("psycopg")
+        need("psycopg")
         from bide.engine.pg_store import PostgresStore
         store = PostgresStore(request.getfixturevalue("pg_url"), durability="fast")
     with bide.open(tmp_path / "home", durability="fast", store=store) as e:

@@ -26,6 +26,7 @@ from bide import Event, Status
 from bide.engine.render import to_json
 from bide.engine.scripting import iso_times
 from conftest import APPS, count_lines
+from extras import need
 from polling import wait_for
 
 sys.path.insert(0, str(APPS))
@@ -86,7 +87,7 @@ class Place:
 def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
     url = None
     if request.param == "postgres":
-        pytest.importorskip("psycopg")
+        need("psycopg")
         url = request.getfixturevalue("pg_url")
     p = Place(tmp_path, url)
     yield p
@@ -302,7 +303,7 @@ def test_a_worker_killed_mid_run_is_taken_over_while_followed(lmdb_place):
 # -- PostgreSQL: who is notified, and a follower killed without closing ----------------------
 @pytest.fixture
 def pg_home(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
-    pytest.importorskip("psycopg")
+    need("psycopg")
     p = Place(tmp_path, request.getfixturevalue("pg_url"))
     yield p
     p.stop_all()

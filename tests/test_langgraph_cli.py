@@ -6,9 +6,9 @@ import json
 import operator
 from typing import Annotated, TypedDict
 
-import pytest
+from extras import need
 
-pytest.importorskip("langgraph")
+need("langgraph")
 
 import bide  # noqa: E402
 from bide.cli import main  # noqa: E402

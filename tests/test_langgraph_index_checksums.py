@@ -16,8 +16,9 @@ from pathlib import Path
 import lmdb
 import msgspec
 import pytest
+from extras import need
 
-pytest.importorskip("langgraph.checkpoint.base")
+need("langgraph.checkpoint.base")
 
 from bide.cli import main  # noqa: E402
 from bide.engine import langgraph_index as lg  # noqa: E402

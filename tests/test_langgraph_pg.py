@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from extras import need
 
-pytest.importorskip("psycopg")
-pytest.importorskip("langgraph.checkpoint.base")
-pytest.importorskip("langgraph.graph")
+need("psycopg")
+need("langgraph.checkpoint.base")
+need("langgraph.graph")
 
 import psycopg  # noqa: E402
 from bide.cli import main  # noqa: E402
@@ -82,7 +83,7 @@ def pg_saver(pg_url: str):
 @pytest.mark.parametrize("cls,durability", [(BideSaver, "durable"), (SyncDriven, "fast")])
 def test_conformance_suite_passes_every_capability_on_postgres(pg_cluster, cls: type,
                                                                durability: str):
-    pytest.importorskip("langgraph.checkpoint.conformance")
+    need("langgraph.checkpoint.conformance")
     from langgraph.checkpoint.conformance import checkpointer_test, validate
     from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 

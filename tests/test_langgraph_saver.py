@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from extras import need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("langgraph.checkpoint.base")
-pytest.importorskip("langgraph.graph")
+need("langgraph.checkpoint.base")
+need("langgraph.graph")
 
 from bide.engine.index import DERIVED, apply  # noqa: E402
 from bide.engine.langgraph_store import NotALangGraphThread, needed  # noqa: E402
@@ -123,7 +124,7 @@ class SyncDriven(BideSaver):
 
 @pytest.mark.parametrize("cls,durability", [(BideSaver, "durable"), (SyncDriven, "fast")])
 def test_conformance_suite_passes_every_capability(tmp_path: Path, cls: type, durability: str):
-    pytest.importorskip("langgraph.checkpoint.conformance")
+    need("langgraph.checkpoint.conformance")
     from langgraph.checkpoint.conformance import checkpointer_test, validate
     from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 

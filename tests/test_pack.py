@@ -11,7 +11,6 @@ network at all. What it imports is checked to come from the file's own unpacked 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,21 +19,11 @@ from pathlib import Path
 import bide
 import pytest
 from bide.engine.pack import _entry_module, interpreter_tag
+from extras import need
 
 APPS = Path(__file__).parent / "apps"
-ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def _have_pack_extra() -> bool:
-    import importlib.util
-
-    return all(importlib.util.find_spec(m) for m in ("shiv", "packaging"))
-
-
-if not _have_pack_extra():
-    if ON_CI:  # .ci/extras installs it: on CI this test never skips
-        raise RuntimeError("bide[pack] is not installed on CI")
-    pytest.skip("the pack extra: pip install 'bide[pack]'", allow_module_level=True)
+need("shiv")
+need("packaging")
 
 
 def base_python() -> str:
@@ -134,7 +123,7 @@ def test_bad_input_is_refused_and_writes_nothing(tmp_path):
 def test_a_distribution_with_extras_brings_what_they_need():
     from bide.engine.pack import closure
 
-    pytest.importorskip("psycopg")
+    need("psycopg")
     names = {d.metadata["Name"].lower() for d in closure(["psycopg[binary]"])}
     assert {"psycopg", "psycopg-binary"} <= names
 

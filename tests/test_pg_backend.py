@@ -14,8 +14,9 @@ import bide
 import pytest
 from bide.engine import maintenance
 from bide.engine.errors import NotAHome
+from extras import need
 
-pytest.importorskip("psycopg")
+need("psycopg")
 
 TESTS = Path(__file__).parent
 SUITES = ("test_runtime.py", "test_intents.py", "test_approvals.py")

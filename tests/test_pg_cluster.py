@@ -9,9 +9,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pytest
+from extras import need
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = need("psycopg")
 
 
 def test_the_server_is_real_durable_and_reachable_only_by_socket(pg_cluster, pg_url):

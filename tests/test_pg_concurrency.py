@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from bide.engine import maintenance
 from bide.formats import LeaseAcquired, RunCreated, StatusChanged
+from extras import need
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = need("psycopg")
 from bide.engine.pg_store import PostgresStore  # noqa: E402  (needs psycopg)
 
 WAIT = 10.0  # seconds any wait in these tests may take before it counts as a hang

@@ -7,9 +7,9 @@ network). These tests show what each connection is opened with."""
 
 from __future__ import annotations
 
-import pytest
+from extras import need
 
-pytest.importorskip("psycopg")
+need("psycopg")
 
 from bide.engine import pg_connect  # noqa: E402
 from bide.engine.pg_follow import PgFollowFeed  # noqa: E402

@@ -28,6 +28,7 @@ from bide.engine import maintenance
 from bide.engine.faults import FAULT_POINTS
 from bide.engine.inbox import drop_decision
 from conftest import APPS, count_lines, run_app
+from extras import need
 from test_children_crash import CHILD_POINTS  # its tests kill at them on PostgreSQL too
 from test_crash_resume import EXPECTED_TRAIL, FAULTS, HELD, HELD_FAULTS, crash_then_resume
 from test_schedules_crash import SCHEDULE_POINTS  # its tests kill at them on PostgreSQL too
@@ -35,7 +36,7 @@ from test_send_crash import check_world, crash_and_resume
 from test_signals_crash import SIGNAL_POINTS  # its tests kill at them on PostgreSQL too
 from test_timers_crash import TIMER_POINTS  # run there on PostgreSQL too (its `world`)
 
-pytest.importorskip("psycopg")
+need("psycopg")
 
 QUICK = ("after_pending_write:2", "before_commit:5", "after_commit:9", "after_checkpoint:1",
          "sibling_output_held:1")

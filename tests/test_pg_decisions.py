@@ -27,8 +27,9 @@ from bide.engine.errors import ApprovalKeyError, DecisionRefused
 from bide.engine.inbox import FileResult, Inbox, drop_decision
 from bide.engine.signing import MARKER, SETTING, key_id
 from click.testing import CliRunner
+from extras import need
 
-pytest.importorskip("psycopg")
+need("psycopg")
 
 EXIT_BAD_STATE, EXIT_USAGE, EXIT_NOT_FOUND = 1, 2, 3
 TESTS = Path(__file__).parent

@@ -9,8 +9,9 @@ from pathlib import Path
 import bide
 import pytest
 from bide.engine.errors import NewerStore
+from extras import need
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = need("psycopg")
 
 
 def _format(url: str) -> str:

@@ -28,8 +28,9 @@ from bide.formats import (
     RunCreated,
     StatusChanged,
 )
+from extras import need
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = need("psycopg")
 from bide.engine.pg_store import PostgresStore  # noqa: E402  (needs psycopg)
 
 WAIT = 20.0  # seconds any wait may take before it counts as a hang

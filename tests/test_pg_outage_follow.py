@@ -13,15 +13,15 @@ import threading
 import time
 from typing import Any
 
-import pytest
 from bide import Status
 from bide.cli import main
 from bide.engine import pg_home
 from bide.formats import RunCreated, StatusChanged
 from click.testing import CliRunner
+from extras import need
 from pg_outage_helpers import commit_elsewhere, give_up_within, server_away
 
-pytest.importorskip("psycopg")
+need("psycopg")
 from bide.engine.pg_store import PostgresStore  # noqa: E402  (needs psycopg)
 
 DEADLINE = 30.0

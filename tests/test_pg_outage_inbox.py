@@ -20,9 +20,10 @@ from bide.engine.errors import StoreError
 from bide.engine.inbox import Inbox, drop_decision
 from bide.formats import ApprovalDecided
 from conftest import APPS
+from extras import need
 from pg_outage_helpers import give_up_within, server_away
 
-pytest.importorskip("psycopg")
+need("psycopg")
 
 sys.path.insert(0, str(APPS))
 import wake_app  # noqa: E402

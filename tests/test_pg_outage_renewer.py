@@ -15,14 +15,14 @@ import time
 from typing import Any
 
 import bide
-import pytest
 from bide import Status
 from bide.engine.errors import StaleLease
 from bide.formats import LeaseAcquired
+from extras import need
 from pg_outage_helpers import give_up_within, server_away
 from polling import wait_for
 
-pytest.importorskip("psycopg")
+need("psycopg")
 
 DEADLINE = 30.0  # generous: a wait this long means it never happened
 TTL = 0.9  # the lease's time to live; renewed every 0.3 s

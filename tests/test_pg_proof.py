@@ -32,9 +32,10 @@ import pytest
 from bide import Status
 from bide.engine import maintenance
 from conftest import APPS, count_lines
+from extras import need
 from polling import wait_for
 
-pytest.importorskip("psycopg")
+need("psycopg")
 sys.path.insert(0, str(APPS))
 import proof_app  # noqa: E402
 

@@ -17,16 +17,16 @@ import threading
 import time
 
 import bide
-import pytest
 from bide import Decision, Status
 from bide.engine.inbox import drop_decision
 from bide.engine.serve_events import home_messages, run_messages
 from bide.formats import SCHEDULES_RUN, RunCreated, StatusChanged
 from conftest import APPS, count_lines
+from extras import need
 from pg_outage_helpers import commit_elsewhere, give_up_within, server_away
 from polling import wait_for
 
-pytest.importorskip("psycopg")
+need("psycopg")
 from bide.engine.pg_store import PostgresStore  # noqa: E402  (needs psycopg)
 
 sys.path.insert(0, str(APPS))

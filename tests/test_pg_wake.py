@@ -27,9 +27,10 @@ import pytest
 from bide import Decision, Status
 from bide.formats import LeaseAcquired, LeaseReleased, RunCreated, StatusChanged
 from conftest import APPS, count_lines
+from extras import need
 from polling import wait_for
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = need("psycopg")
 from bide.engine import pg_store  # noqa: E402  (needs psycopg)
 from bide.engine.blocking import BLOCKED  # noqa: E402
 from bide.engine.errors import StaleLease  # noqa: E402

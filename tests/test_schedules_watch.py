@@ -18,6 +18,7 @@ import pytest
 from bide.bench.crashkit import start_worker
 from bide.formats import SCHEDULES_RUN, ScheduleFired
 from conftest import APPS, count_lines
+from extras import need
 
 sys.path.insert(0, str(APPS))
 import schedule_app  # noqa: E402
@@ -53,7 +54,7 @@ class World:
 def world(request, tmp_path) -> World:
     home = str(tmp_path / "home")
     if request.param == "postgres":
-        pytest.importorskip("psycopg")
+        need("psycopg")
         home = request.getfixturevalue("pg_url")
     return World(home, tmp_path / "home", tmp_path / "effects.log")
 

@@ -14,6 +14,7 @@ import json
 
 import pytest
 from conftest import count_lines, run_app
+from extras import need
 
 ITEMS = 3
 # boundaries of a resume between two pauses (the map_pause_app run, item 0 approved);
@@ -60,7 +61,7 @@ def test_killed_between_two_pauses_each_item_is_charged_once(tmp_path, fault):
 @pytest.mark.parametrize("fault", points())
 def test_killed_between_two_pauses_each_item_is_charged_once_on_postgres(tmp_path, pg_url,
                                                                          fault):
-    pytest.importorskip("psycopg")
+    need("psycopg")
     killed_between_pauses_then_finished(tmp_path, fault, pg_url)
 
 

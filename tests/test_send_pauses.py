@@ -14,6 +14,7 @@ import bide
 import pytest
 from bide.engine import inspect, maintenance
 from bide.formats import Checkpoint, CorruptRecord
+from extras import need
 from test_send_durable import POLICIES
 
 
@@ -163,7 +164,7 @@ def test_a_copy_of_a_paused_map_finishes_there(tmp_path):
 
 
 def test_a_copy_of_a_paused_map_into_postgres_finishes_there(tmp_path, pg_url):
-    pytest.importorskip("psycopg")
+    need("psycopg")
     src, local = tmp_path / "src", tmp_path / "local"
     with bide.open(src, durability="fast") as engine:
         engine.register(pausing_flow())

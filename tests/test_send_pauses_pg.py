@@ -10,9 +10,10 @@ from __future__ import annotations
 import bide
 import pytest
 from bide.engine.pg_store import PostgresStore
+from extras import need
 from test_send_pauses import bytes_ratio, pausing_flow
 
-pytest.importorskip("psycopg")
+need("psycopg")
 
 
 @pytest.mark.slow  # 200 resumes on a server (~10 s)

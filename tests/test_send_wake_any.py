@@ -23,6 +23,7 @@ from bide.engine.memory_store import SCHEME, MemoryStore
 from bide.engine.run_view import RunView
 from bide.engine.vocabulary import Decision, Status
 from conftest import APPS, count_lines
+from extras import need
 
 sys.path.insert(0, str(APPS))
 import wake_map_app  # noqa: E402
@@ -40,7 +41,7 @@ def open_home(home: str, local: Path) -> bide.Engine:
 def home(request, tmp_path, monkeypatch) -> str:
     monkeypatch.setenv("BIDE_TEST_EFFECTS", str(tmp_path / "effects.log"))
     if request.param == "postgres":
-        pytest.importorskip("psycopg")
+        need("psycopg")
         return request.getfixturevalue("pg_url")
     return f"{SCHEME}{tmp_path}" if request.param == "memory" else str(tmp_path / "home")
 
@@ -106,7 +107,7 @@ def world_of(store: str, tmp_path: Path, request) -> tuple[str, Path, list[str],
     and the environment its subprocesses count effects with."""
     home, local, doors = str(tmp_path / "home"), tmp_path / "home", []
     if store == "postgres":
-        pytest.importorskip("psycopg")
+        need("psycopg")
         home = request.getfixturevalue("pg_url")
         doors = ["--inbox", str(local / "inbox"), "--requests", str(local / "requests")]
     effects = tmp_path / "effects.log"

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 from conftest import APPS, count_lines
+from extras import need
 from polling import wait_for
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
+need("starlette")
+need("uvicorn")
 
 DEADLINE = 60.0
 PORT_TRIES = 3
@@ -90,7 +91,7 @@ def where(request, tmp_path):
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("BIDE_")},
            "PYTHONPATH": str(APPS), "BIDE_TEST_EFFECTS": str(tmp_path / "effects.log")}
     if request.param == "postgres":
-        pytest.importorskip("psycopg")
+        need("psycopg")
         return request.getfixturevalue("pg_url"), ["--inbox", str(tmp_path / "inbox")], env
     return str(tmp_path / "home"), [], env
 

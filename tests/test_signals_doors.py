@@ -14,6 +14,7 @@ from bide.engine.inbox import Inbox, sign
 from bide.engine.signal_files import drop_signal
 from click.testing import CliRunner
 from conftest import APPS
+from extras import need
 
 sys.path.insert(0, str(APPS))
 import signal_app  # noqa: E402
@@ -34,7 +35,7 @@ def put(eng: bide.Engine, name: str, body: object) -> str:
 @pytest.fixture(params=["lmdb", "postgres"])
 def eng(request, home):
     if request.param == "postgres":
-        pytest.importorskip("psycopg")
+        need("psycopg")
         e = bide.open(request.getfixturevalue("pg_url"), local=home, durability="fast")
     else:
         e = bide.open(home, durability="fast")
@@ -132,7 +133,7 @@ def test_bide_signal_drops_a_checked_file_on_a_directory_home(home):
 
 
 def test_bide_signal_records_in_the_database_on_a_postgresql_home(pg_url, home):
-    pytest.importorskip("psycopg")
+    need("psycopg")
     with bide.open(pg_url, local=home, durability="fast") as eng:
         eng.register(signal_app.flow)
         eng.start("courier", run_id="r-1")

@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from extras import need
 
 THREADS = 8
 DEADLINE = 90  # seconds for a whole child; a healthy one takes well under 5
@@ -141,5 +142,5 @@ def test_threads_sharing_one_engine_finish(tmp_path: Path):
 
 
 def test_langgraph_saver_per_thread_finishes(tmp_path: Path):
-    pytest.importorskip("langgraph.graph")
+    need("langgraph.graph")
     run_child(SAVER_PER_THREAD, tmp_path / "home")

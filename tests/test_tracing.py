@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from extras import need
 
-pytest.importorskip("opentelemetry.sdk", reason="the otel extra: pip install 'bide[otel]'")
+need("opentelemetry.sdk")
 
 import bide  # noqa: E402
 from bide.bench.crashkit import count_effects, run_worker  # noqa: E402
@@ -151,7 +152,7 @@ def test_the_link_survives_on_every_store(kind, tmp_path, spans, request):
     tracer, exporter = spans
     home = tmp_path / "h"
     if kind == "postgres":
-        pytest.importorskip("psycopg")
+        need("psycopg")
         engine = bide.open(request.getfixturevalue("pg_url"), local=home, tracer=tracer)
     else:
         from bide.engine.memory_store import SCHEME, MemoryStore
