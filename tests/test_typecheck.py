@@ -20,9 +20,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from extras import need
 
-pytest.importorskip("mypy")  # in the test extra, so CI always runs this
+need("mypy")  # in the test extra, so CI always runs this
 
 ROOT = Path(__file__).resolve().parents[1]
 
