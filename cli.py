@@ -93,9 +93,74 @@ def exit_code(exc: BideError) -> int:
     return next(code for category, code in EXIT_CODES if isinstance(exc, category))
 
 
+# `bide --help` is the map: every command under what a person does with it, in one line
+# (tests/test_cli_help.py checks that each command is here exactly once)
+COMMAND_MAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("Run", (
+        ("demo", "Watch a crash, a resume and an approval happen, for real."),
+        ("run", "Start a run of FLOW in this process and print its records live."),
+        ("submit", "Record a pending run and return; `bide watch` runs it."),
+        ("resume", "Continue a run from its latest checkpoint, in this process."),
+        ("recover", "Resume every pending, interrupted, decided or orphaned run."),
+        ("fork", "Start a new run from another run's state at a version."),
+        ("cancel", "Stop a run for good."),
+    )),
+    ("Decide", (
+        ("pending", "Decisions waiting for a person: approvals and questions."),
+        ("approve", "Approve or reject a pause (a decision file into the inbox)."),
+        ("answer", "Answer a question a run asked, with a JSON value."),
+        ("signal", "Send a named signal to a run that waits for it."),
+        ("inbox", "Decision files the inbox rejected, and why."),
+    )),
+    ("Inspect", (
+        ("runs", "List runs, newest first."),
+        ("show", "One run: status, version, what it waits on, its tool calls."),
+        ("log", "A run's timeline: every record in order."),
+        ("state", "A run's state, at its latest checkpoint or at a version."),
+        ("diff", "Which state keys changed between two versions."),
+        ("checkpoints", "A run's checkpoints, with sizes."),
+        ("intents", "A run's tool calls: status, attempts, idempotency keys."),
+        ("export", "Everything stored about a run, as one JSON document."),
+        ("stats", "Store size, map usage, records by type, runs by status."),
+    )),
+    ("Operate", (
+        ("watch", "Take decisions from the inbox and resume runs, until stopped."),
+        ("schedule", "Record (or replace) a schedule that starts runs."),
+        ("schedules", "The home's schedules and when each fires next."),
+        ("unschedule", "Remove a schedule (its runs stay)."),
+        ("config", "Each effective setting and where it came from."),
+        ("doctor", "Check every checksum and every derived table against a replay."),
+        ("prune", "Remove old checkpoints and finished runs, as named."),
+        ("compact", "Rewrite the store without its free pages."),
+        ("copy", "Copy a home record by record (LMDB <-> PostgreSQL)."),
+        ("pack", "Pack bide, your app and their dependencies into one file."),
+    )),
+    ("Serve", (
+        ("serve", "An HTTP API and approvals page; keeps runs going like watch."),
+    )),
+    ("Measure", (
+        ("bench", "Benchmarks: granularity, concurrency, peers, PostgreSQL, ..."),
+        ("torture", "Crash bide at every fault point and at random; check each run."),
+    )),
+)
+
+
 class BideGroup(click.Group):
     """Turns bide's errors into a message on stderr and a stable exit code; under
     ``--json``, usage errors too, as one JSON object (``error``, ``kind``, ``exit_code``)."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands grouped as COMMAND_MAP groups them; one not in it under Other."""
+        mapped = {name for _, rows in COMMAND_MAP for name, _ in rows}
+        sections = [(title, [(n, h) for n, h in rows if n in self.commands])
+                    for title, rows in COMMAND_MAP]
+        other = [(n, self.commands[n].get_short_help_str(60)) for n in self.list_commands(ctx)
+                 if n not in mapped and not self.commands[n].hidden]
+        width = max(len(n) for _, rows in [*sections, ("Other", other)] for n, _ in rows)
+        for title, rows in [*sections, ("Other", other)]:
+            if rows:  # one name column for every section, so the map reads as one table
+                with formatter.section(f"{title} commands"):
+                    formatter.write_dl([(n.ljust(width), h) for n, h in rows], col_spacing=2)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         name = next((a for a in args if not a.startswith("-")), None)
@@ -216,6 +281,7 @@ def main() -> None:
     The home is --home, else $BIDE_HOME, else ./.bide. Exit codes: 0 ok, 1 bad state,
     2 usage, 3 not found, 4 (bide run) waits for a person, 130 Ctrl-C. With --json,
     an error is one JSON object on stderr: {"error", "kind", "exit_code"}.
+    `bide COMMAND --help` gives each command's options.
     """
 
 
