@@ -16,9 +16,8 @@ from ..formats import LeaseReleased, StatusChanged
 from .index import RunHead
 from .run_view import finished
 from .store import Reader
+from .vocabulary import BLOCKED as BLOCKED  # re-exported: the reason a blocked run shows
 from .vocabulary import Status
-
-BLOCKED = "blocked: cannot be resumed until the error below is fixed (the run's data is kept)"
 
 
 def describe(exc: BaseException) -> str:

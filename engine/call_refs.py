@@ -24,14 +24,22 @@ Why it is safe:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..formats import Checkpoint
 from ..formats.records import intent_key
 from .vocabulary import IntentStatus
 
-if TYPE_CHECKING:  # index imports latest, which imports this module
-    from .index import IntentState
+
+class _Outcome(Protocol):
+    """What ``recorded`` reads of a call's intent state (``index.IntentState``)."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def result(self) -> Any: ...
+
 
 CALL = "@"  # the op kind ("at call"): its value is [task, index]
 Op = tuple[str, str, Any]
@@ -126,7 +134,7 @@ def no_calls(run_id: str, task: str, index: int) -> Any:
     raise KeyError(f"run {run_id!r}: no call results to resolve {intent_key(task, index)!r}")
 
 
-def recorded(state: IntentState | None, run_id: str, task: str, index: int) -> Any:
+def recorded(state: _Outcome | None, run_id: str, task: str, index: int) -> Any:
     """The result a call's intent state holds, for ``resolve``.
 
     Raises:

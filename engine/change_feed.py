@@ -32,8 +32,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
 
+from .store import ChangeFeed as ChangeFeed  # re-exported: what a feed is, beside its kinds
 from .store import Observer, WriteEvent
 
 IN_MODIFY = 0x00000002
@@ -41,18 +41,6 @@ IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
 
 
-class ChangeFeed(Protocol):
-    """Wake-ups for one reader of one store (see the module docstring)."""
-
-    def wait(self, timeout: float) -> bool:
-        """Block until the store may have changed, or ``timeout`` seconds passed.
-
-        Returns:
-            True if woken by a change (the reader should read again), False on timeout.
-        """
-
-    def close(self) -> None:
-        """Release what the feed holds (a file descriptor, a connection, an observer)."""
 
 
 class ObservedFeed:

@@ -54,6 +54,7 @@ from .index import (
     with_checksum,
 )
 from .latest import SEGMENTS, STATE
+from .leases import check_fence, renew_if_held
 from .lmdb_layout import (
     LEGACY,
     LEGACY_ONLY,
@@ -70,7 +71,6 @@ from .lmdb_layout import (
 )
 from .permissions import PRIVATE_FILE, open_private, private_dir
 from .restore import COPY_MARKER, Row, restore_rows
-from .run_view import check_fence, renew_if_held
 from .store import LEASES, LOG, Check, Later, Logged, Observed, WriteEvent, numbered
 from .table_reads import TableReads
 from .vocabulary import FINISHED

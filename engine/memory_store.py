@@ -33,8 +33,8 @@ from .index import (
     seq_key,
     seq_of,
 )
+from .leases import check_fence, renew_if_held
 from .restore import COPY_MARKER, Row, restore_rows
-from .run_view import check_fence, renew_if_held
 from .store import (
     LEASES,
     LOG,

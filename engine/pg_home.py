@@ -9,28 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
 from .optional import load
+from .pg_url import is_url as is_url  # re-exported: what callers ask of a home
+from .pg_url import redacted as redacted
 
 if TYPE_CHECKING:
     from .pg_store import PostgresStore
-
-SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_url(home: object) -> bool:
-    """A home given as a PostgreSQL URL rather than a directory."""
-    return isinstance(home, str) and home.startswith(SCHEMES)
-
-
-def redacted(url: str) -> str:
-    """The URL without its password, for messages and ``Store.home``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def open_store(url: str, *, durability: str, create: bool,

@@ -70,9 +70,9 @@ from ..formats import Checkpoint, Record, encode
 from .errors import NewerStore, NotAHome, StoreError
 from .index import DERIVED, RUNLOG, apply, keys_of, refold_without
 from .latest import STATE
+from .leases import check_fence, renew_if_held
 from .pg_connect import connect, pgerrors, psycopg
 from .pg_follow import PgFollowFeed, notify_statement
-from .pg_home import is_url, redacted
 from .pg_listen import CHANNEL, PgListener, payload
 from .pg_reader import (
     CREATE,
@@ -86,8 +86,8 @@ from .pg_reader import (
     run_keys,
     run_prefix,
 )
+from .pg_url import is_url, redacted
 from .restore import COPY_MARKER, Row, restore_rows
-from .run_view import check_fence, renew_if_held
 from .store import Check, Later, Logged, Observed, WriteEvent, numbered
 from .wakeups import announced
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..formats import Checkpoint, PendingWrite, pack_value
-from . import children, faults, signals, timers
-from .errors import StaleLease, UnknownVersion
-from .index import ApprovalState, RunHead, Tables
-from .store import LEASES, Reader
+from ..formats import Checkpoint, PendingWrite
+from . import children, signals, timers
+from .errors import UnknownVersion
+from .index import ApprovalState, RunHead
+from .leases import check_fence as check_fence  # re-exported: the rules of a run, in one place
+from .leases import lease_expires
+from .leases import renew_if_held as renew_if_held
+from .store import Reader
 from .vocabulary import FINISHED, WAITING, Status
 
 Unfolded = dict[str, tuple[int, PendingWrite]]
@@ -186,55 +188,6 @@ def checkpoint_seq(reader: Reader, run_id: str, version: int) -> int:
     if found is None:
         raise UnknownVersion(run_id, version, sorted(set(known)))
     return found
-
-
-def lease_expires(reader: Reader, head: RunHead) -> float:
-    """When the run's current lease ends: its grant's expiry, or a later renewal of that token.
-
-    Renewals are kept beside the log (``renew_lease`` writes no record), so this is
-    the one place that combines the two.
-    """
-    renewed = reader.lease_expiry(head.run_id)
-    if renewed is not None and renewed[0] == head.lease_token:
-        return max(head.lease_expires, renewed[1])
-    return head.lease_expires
-
-
-def renew_if_held(reader: Reader, tables: Tables, run_id: str, token: int,
-                  expires_at: float) -> bool:
-    """Extend ``token``'s lease on ``run_id`` to ``expires_at`` (a renewal row, no log
-    record) if that token still holds it; False if it does not (every backend's
-    ``renew_lease``)."""
-    head = reader.head(run_id)
-    if head is None or head.lease_token != token or head.lease_owner is None:
-        return False
-    tables.put(LEASES, run_id.encode(), pack_value([token, expires_at]))
-    return True
-
-
-def check_fence(reader: Reader, run_id: str, token: int, now: float,
-                read: Callable[[str], RunHead | None] | None = None) -> RunHead | None:
-    """Refuse a fenced commit unless ``token`` holds the run's lease and it is live at ``now``.
-
-    Args:
-        read: how to read the head, if not ``reader.head`` (LMDB's commit takes its own).
-
-    Returns:
-        The run's head as read (a commit folds its records onto it: no second read),
-        or None when fencing is switched off (a crash test's fault).
-
-    Raises:
-        StaleLease: the lease was taken over, released, or expired.
-    """
-    if faults.switch("no_fencing"):
-        return None
-    head = reader.head(run_id) if read is None else read(run_id)
-    current = None if head is None else head.lease_token
-    if current != token or head is None or head.lease_owner is None:
-        raise StaleLease(run_id, token, current)
-    if lease_expires(reader, head) < now:
-        raise StaleLease(run_id, token, current)
-    return head
 
 
 def settled(req: ApprovalState, now: float) -> bool:

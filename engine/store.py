@@ -10,15 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ..formats import Record
 from . import faults
 from .errors import StaleLease
 from .index import ApprovalState, IntentState, RunHead
-
-if TYPE_CHECKING:  # change_feed imports this module (its observers)
-    from .change_feed import ChangeFeed
 
 Check = Callable[["Reader"], None]
 LOG, LEASES = "log", "leases"  # the log, and lease renewals (readable like a derived table)
@@ -152,6 +149,20 @@ class Reader(Protocol):
             table: as for ``get``. prefix: b"" scans the whole table.
             reverse: highest key first.
         """
+
+
+class ChangeFeed(Protocol):
+    """Wake-ups for one reader of one store (``change_feed`` has the implementations)."""
+
+    def wait(self, timeout: float) -> bool:
+        """Block until the store may have changed, or ``timeout`` seconds passed.
+
+        Returns:
+            True if woken by a change (the reader should read again), False on timeout.
+        """
+
+    def close(self) -> None:
+        """Release what the feed holds (a file descriptor, a connection, an observer)."""
 
 
 class Store(Protocol):

@@ -131,3 +131,7 @@ def pause_status(kinds: set[str]) -> Status:
     if Waiting.CHILD in kinds:
         return Status.WAITING_CHILD
     return Status.SLEEPING
+
+# the reason on a run that cannot go on for a reason of its own (``blocking``); the
+# wake-ups of a commit (``wakeups``, in the store layer) compare against it too
+BLOCKED = "blocked: cannot be resumed until the error below is fixed (the run's data is kept)"

@@ -35,9 +35,8 @@ from ..formats import (
     SignalSent,
     StatusChanged,
 )
-from .blocking import BLOCKED
 from .index import RUNS, RunHead, Tables, load
-from .vocabulary import WAITING, Status
+from .vocabulary import BLOCKED, WAITING, Status
 
 # the records that can leave a run needing a watcher; any other commit announces nothing
 _MOVES = (RunCreated, StatusChanged, LeaseReleased, ApprovalDecided, SignalSent, ChildEnded)
