@@ -7,7 +7,6 @@ import os
 import shlex
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from .errors import (
     InvalidAnswer,
     UnknownApproval,
 )
+from .host import Doors as Doors  # re-exported: where decisions come in, beside them
 from .index import ApprovalState
 from .permissions import private_dir
 from .render import to_json
@@ -58,40 +58,6 @@ def decision_file(req: ApprovalRequested | ApprovalState, decision: str) -> dict
         del body["reason"]
         body["value"] = value_schema.example(req.schema)
     return body
-
-
-@dataclass(frozen=True)
-class Doors:
-    """Where people meet one engine's home: the inbox it takes decision files from, the
-    directory it writes request files to (None: it writes none), the home a ``bide
-    approve`` line names (a directory, or a PostgreSQL URL without its password), and
-    the directory whose owner's unsigned decision files count (``trusted``: the home;
-    on a PostgreSQL home, whose local directory may not even exist, the inbox).
-    """
-
-    inbox: Path
-    requests: Path | None
-    home: str
-    trusted: Path
-
-    @classmethod
-    def of(cls, home: Path, *, url: str | None = None, local: bool = True,
-           inbox: str | os.PathLike[str] | None = None,
-           requests: str | os.PathLike[str] | None = None) -> Doors:
-        """The defaults: ``<home>/inbox`` and ``<home>/requests``.
-
-        On a PostgreSQL home (``url``) ``home`` is this host's local directory, and
-        request files are written only where asked: ``requests``, or the local
-        directory's ``requests/`` when one was given (``local``). The database is the
-        one place every host reads what waits (``bide pending``); a file in whichever
-        worker's directory paused the run is a convenience, not the record.
-        """
-        if requests is None and (url is None or local):
-            requests = home / "requests"
-        box = Path(inbox) if inbox is not None else home / "inbox"
-        return cls(inbox=box, requests=None if requests is None else Path(requests),
-                   home=url if url is not None else str(home),
-                   trusted=box if url is not None else home)
 
 
 def approve_command(home: Path | str, req: ApprovalRequested) -> str:

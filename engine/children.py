@@ -23,7 +23,7 @@ import hashlib
 import re
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..formats import (
     ChildEnded,
@@ -46,6 +46,7 @@ from .errors import (
     StaleLease,
     UnknownFlow,
 )
+from .host import Host
 from .index import RunHead
 from .runs import MAX_RUN_ID, Run, run_records
 from .state import materialize
@@ -53,8 +54,33 @@ from .store import Reader
 from .vocabulary import FINISHED, Status, Waiting
 
 if TYPE_CHECKING:
-    from .runtime import Engine
     from .step import StepScope
+
+
+
+class Advance(Protocol):
+    """One worker's advance of one run (``executor.Execution``)."""
+
+    def run(self) -> None: ...
+
+    async def arun(self) -> None: ...
+
+
+class ChildRunner(Host, Protocol):
+    """What running children in this worker needs of the Engine: it can run a run."""
+
+    inline_children: bool  # False under a watcher: its workers run the children
+
+    def get(self, run_id: str) -> Run: ...
+
+    def resume(self, run_id: str) -> Run: ...
+
+    async def aresume(self, run_id: str) -> Run: ...
+
+    def _take(self, run_id: str) -> Run | int: ...
+
+    def _execution(self, run_id: str, token: int) -> Advance: ...
+
 
 MAX_DEPTH = 16  # runs nested deeper than this are a flow that starts itself for ever
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,47}")
@@ -186,7 +212,7 @@ def _start(scope: StepScope, r: Reader, node: str, task: str, index: int, cid: s
 
 
 # -- a child ended: wake its parent -------------------------------------------------------
-def tell_parent(engine: Engine, run_id: str) -> str | None:
+def tell_parent(engine: ChildRunner, run_id: str) -> str | None:
     """If run ``run_id`` is a child that has ended, record that in its parent's log
     (unless the parent has finished): the parent's watcher is woken. Returns the
     parent's id, if any."""
@@ -216,7 +242,7 @@ def tell_parent(engine: Engine, run_id: str) -> str | None:
 _carrying: ContextVar[frozenset[str]] = ContextVar("bide_carrying", default=frozenset())
 
 
-def carry_on(engine: Engine, run: Run) -> Run:
+def carry_on(engine: ChildRunner, run: Run) -> Run:
     """After a run advanced (or was asked to) in this worker, with no watcher: a parent
     waiting for children has every child that can go on run here, then goes on itself
     once they all ended, until it stops for something else; an ended child tells its
@@ -242,7 +268,7 @@ def carry_on(engine: Engine, run: Run) -> Run:
     return run
 
 
-async def acarry_on(engine: Engine, run: Run) -> Run:
+async def acarry_on(engine: ChildRunner, run: Run) -> Run:
     """``carry_on`` on the caller's event loop (async nodes of every run share it)."""
     from .offload import off_loop
 
@@ -268,27 +294,27 @@ async def acarry_on(engine: Engine, run: Run) -> Run:
     return run
 
 
-def _resume_quietly(engine: Engine, run_id: str) -> None:
+def _resume_quietly(engine: ChildRunner, run_id: str) -> None:
     try:
         engine.resume(run_id)
     except (RunNotResumable, StaleLease):
         pass  # another worker has it, or it ended meanwhile: it goes on there
 
 
-async def _aresume_quietly(engine: Engine, run_id: str) -> None:
+async def _aresume_quietly(engine: ChildRunner, run_id: str) -> None:
     try:
         await engine.aresume(run_id)
     except (RunNotResumable, StaleLease):
         pass
 
 
-def _parent_ready(engine: Engine, parent: str) -> bool:
+def _parent_ready(engine: ChildRunner, parent: str) -> bool:
     with engine.store.reader() as r:
         head = r.head(parent)
         return head is not None and head.status == Status.WAITING_CHILD and ready(r, head)
 
 
-def to_offer(engine: Engine, run: Run) -> list[RunHead]:
+def to_offer(engine: ChildRunner, run: Run) -> list[RunHead]:
     """What a watcher worker offers after advancing ``run``: a waiting parent's children
     that have not ended, or an ended child's parent once it can go on."""
     with engine.store.reader() as r:
@@ -301,13 +327,13 @@ def to_offer(engine: Engine, run: Run) -> list[RunHead]:
     return []
 
 
-def _children(engine: Engine, run_id: str) -> list[RunHead]:
+def _children(engine: ChildRunner, run_id: str) -> list[RunHead]:
     faults.point("after_parent_paused")
     with engine.store.reader() as r:
         return unfinished(r, run_id)
 
 
-def _retake(engine: Engine, run_id: str) -> int | None:
+def _retake(engine: ChildRunner, run_id: str) -> int | None:
     """The parent's lease to go on with it, or None while a child has not ended."""
     taken = engine._take(run_id)
     return None if isinstance(taken, Run) else taken

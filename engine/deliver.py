@@ -18,26 +18,24 @@ and is neither decided nor expired. A refused decision writes nothing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..formats import check_serializable
 from . import signing
 from .approvals import decided, undecided
+from .host import Host
 from .inbox import NO_VALUE, drop_decision
 from .index import ApprovalState
 from .store import Reader
 from .vocabulary import Decision
 
-if TYPE_CHECKING:
-    from .runtime import Engine
 
-
-def shared(engine: Engine) -> bool:
+def shared(engine: Host) -> bool:
     """Does the store hold what every host of the home must see (a PostgreSQL home)?"""
     return signing.marker(engine.home, engine.store).shared is not None
 
 
-def record(engine: Engine, approval_id: str, decision: str, *, by: str | None = None,
+def record(engine: Host, approval_id: str, decision: str, *, by: str | None = None,
            reason: str | None = None, result: Any = None, key: bytes | None = None,
            run_id: str | None = None, digest: str | None = None) -> ApprovalState:
     """Record a decision in the store now, in one commit, after a decision file's checks.
@@ -65,7 +63,7 @@ def record(engine: Engine, approval_id: str, decision: str, *, by: str | None = 
     return found[0]
 
 
-def drop(engine: Engine, approval_id: str, decision: str, *, by: str | None = None,
+def drop(engine: Host, approval_id: str, decision: str, *, by: str | None = None,
          reason: str | None = None, result: Any = None, key: bytes | None = None
          ) -> tuple[Path, ApprovalState]:
     """Check a decision, then write it as a file into the engine's inbox (signed with

@@ -76,10 +76,7 @@ def canonical(fields: dict[str, Any]) -> bytes:
 
 
 def sign(fields: dict[str, Any], key: bytes) -> str:
-    return hmac.new(key, canonical(fields), hashlib.sha256).hexdigest()
-
-
-sign_body = sign  # signal_files signs through the same HMAC
+    return signing.hmac_hex(key, canonical(fields))
 
 
 def drop_decision(home: str | os.PathLike[str], approval_id: str, decision: Decision | str, *,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -34,10 +34,11 @@ from ..formats import (
     SignalSent,
     StatusChanged,
 )
-from . import children, signals
+from . import children, signals, timers
 from .errors import LangGraphThread, UnknownRun
 from .errors import UnknownKey as UnknownKey  # its old home: `inspect.UnknownKey` keeps working
 from .errors import UnknownVersion as UnknownVersion  # its old home, still imported from here
+from .host import Host
 from .in_doubt import waiting_with_preview
 from .index import RunHead
 from .planned import sends_of
@@ -47,10 +48,6 @@ from .send import labels_of, next_labels
 from .state import materialize
 from .store import Reader
 from .vocabulary import IN_DOUBT, Decision, Status, Waiting
-
-if TYPE_CHECKING:
-    from .runtime import Engine
-
 
 
 def builtins(record: Record) -> dict[str, Any]:
@@ -120,7 +117,7 @@ def waiting_text(head: RunHead, live: bool, now: float) -> str:
 
 
 # -- runs and show ---------------------------------------------------------------
-def runs(engine: Engine, *, status: str | None = None, flow: str | None = None,
+def runs(engine: Host, *, status: str | None = None, flow: str | None = None,
          limit: int | None = None, now: float | None = None) -> list[dict[str, Any]]:
     """One row per run, newest first."""
     now = time.time() if now is None else now
@@ -143,7 +140,7 @@ def runs(engine: Engine, *, status: str | None = None, flow: str | None = None,
     return rows
 
 
-def show(engine: Engine, run_id: str, *, now: float | None = None) -> dict[str, Any]:
+def show(engine: Host, run_id: str, *, now: float | None = None) -> dict[str, Any]:
     """The run's snapshot in DESIGN.md's shape, plus flow, policy, lease and error."""
     now = time.time() if now is None else now
     with engine.store.reader() as r:
@@ -202,7 +199,7 @@ def pending_writes(reader: Reader, head: RunHead) -> dict[str, str]:
 
 
 # -- the timeline ----------------------------------------------------------------
-def log(engine: Engine, run_id: str) -> list[dict[str, Any]]:
+def log(engine: Host, run_id: str) -> list[dict[str, Any]]:
     """Every record of the run in log order: seq, type, bytes, time, summary, record."""
     with engine.store.reader() as r:
         head_of(r, run_id)
@@ -283,7 +280,7 @@ def describe(record: Record) -> str:  # noqa: C901 - one arm per record type
 
 
 # -- checkpoints and states ----------------------------------------------------------
-def checkpoints(engine: Engine, run_id: str) -> list[dict[str, Any]]:
+def checkpoints(engine: Host, run_id: str) -> list[dict[str, Any]]:
     """Each checkpoint: version, superstep, status, full/delta, committed, next, bytes."""
     with engine.store.reader() as r:
         bide_head(r, run_id, "checkpoints")
@@ -324,14 +321,14 @@ def version_seq(reader: Reader, run_id: str, version: int | None) -> tuple[int, 
     return RunView(reader, head).checkpoint_seq(version), version
 
 
-def state(engine: Engine, run_id: str, version: int | None = None) -> tuple[int, dict[str, Any]]:
+def state(engine: Host, run_id: str, version: int | None = None) -> tuple[int, dict[str, Any]]:
     """``(version, state)`` at the latest checkpoint or at ``version``."""
     with engine.store.reader() as r:
         seq, found = version_seq(r, run_id, version)
         return found, materialize(r, run_id, seq)
 
 
-def diff(engine: Engine, run_id: str, v1: int, v2: int) -> list[dict[str, Any]]:
+def diff(engine: Host, run_id: str, v1: int, v2: int) -> list[dict[str, Any]]:
     """Which keys changed from ``v1`` to ``v2``, and how (added, removed, appended, merged...)."""
     _, old = state(engine, run_id, v1)
     _, new = state(engine, run_id, v2)
@@ -363,7 +360,7 @@ def _how(before: Any, after: Any) -> tuple[str, str]:
 
 
 # -- intents ----------------------------------------------------------------------
-def intents(engine: Engine, run_id: str | None = None, *, unknown: bool = False,
+def intents(engine: Host, run_id: str | None = None, *, unknown: bool = False,
             now: float | None = None) -> list[dict[str, Any]]:
     """Tool calls with their status and idempotency keys.
 
@@ -391,7 +388,7 @@ def intents(engine: Engine, run_id: str | None = None, *, unknown: bool = False,
 
 
 # -- export -------------------------------------------------------------------------
-def export(engine: Engine, run_id: str, *, now: float | None = None) -> dict[str, Any]:
+def export(engine: Host, run_id: str, *, now: float | None = None) -> dict[str, Any]:
     """Everything stored about one run, as one JSON document (for a bug report)."""
     now = time.time() if now is None else now
     snapshot = show(engine, run_id, now=now)
@@ -419,3 +416,13 @@ def _version() -> str:
         return metadata.version("bide")
     except metadata.PackageNotFoundError:  # running from a source tree that is not installed
         return "unknown"
+
+
+def pending_row(a: Any, args_preview: str | None = None) -> dict[str, Any]:
+    return {"approval_id": a.approval_id, "run_id": a.run_id, "kind": a.kind, "node": a.node,
+            "action": a.action, "payload": a.payload, "digest": a.digest, "allowed": a.allowed,
+            "args_preview": args_preview,  # a reconciliation: the call in doubt's arguments
+            "tool": a.tool, "intent": a.intent, "requested_at": a.requested_at,
+            "expires_at": a.expires_at, "schema": a.schema,
+            "question": a.action if a.kind == Waiting.INPUT else None,
+            "until": timers.until_of(a) if a.kind == Waiting.TIMER else None}

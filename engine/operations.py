@@ -8,11 +8,11 @@ while other processes commit.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 from ..formats import Checkpoint, LeaseAcquired, LeaseReleased, Record, RunCreated, StatusChanged
 from . import children
 from .errors import NotCancellable, RunExists
+from .host import Host
 from .inspect import head_of, version_seq
 from .planned import sends_of
 from .runs import check_run_id
@@ -20,15 +20,12 @@ from .state import materialize
 from .store import Reader
 from .vocabulary import Status
 
-if TYPE_CHECKING:
-    from .runtime import Engine
-
 
 class _AlreadyCancelled(Exception):
     """Raised inside the transaction to write nothing: the run is already CANCELLED."""
 
 
-def cancel(engine: Engine, run_id: str, reason: str | None = None, *,
+def cancel(engine: Host, run_id: str, reason: str | None = None, *,
            now: float | None = None) -> bool:
     """Stop a run for good: record ``CANCELLED``; every record of the run is kept.
 
@@ -72,7 +69,7 @@ def cancel(engine: Engine, run_id: str, reason: str | None = None, *,
     return True
 
 
-def fork(engine: Engine, run_id: str, version: int, new_id: str | None = None, *,
+def fork(engine: Host, run_id: str, version: int, new_id: str | None = None, *,
          now: float | None = None) -> str:
     """Start a new run from the state of ``run_id`` at checkpoint ``version``.
 

@@ -20,7 +20,7 @@ from ..formats import (
     check_serializable,
 )
 from ..formats.errors import NotSerializable
-from . import attention, children, faults, pg_home, schedules, signals, signing, timers
+from . import attention, children, faults, inspect, pg_home, schedules, signals, signing, timers
 from .approvals import Doors, check_decision, decided, undecided
 from .blocking import BLOCKED, block_records, describe, signature
 from .errors import (
@@ -512,7 +512,7 @@ class Engine(Surface):
         """
         with self.store.reader() as r:
             req = undecided(r, approval_id, decision, now=self.clock(), value=value)
-        return pending_row(req)
+        return inspect.pending_row(req)
 
     # -- signals ---------------------------------------------------------------
     def signal(self, run_id: str, name: str, data: Any = None, *, by: str | None = None) -> int:
@@ -580,7 +580,7 @@ class Engine(Surface):
         ``schema`` of the answer) and reconciliations nobody has decided yet; and runs
         waiting for a signal (kind ``signal``: ``signal``, ``until``; no approval id)."""
         with self.store.reader() as r:
-            rows = [pending_row(a, request_preview(r, a)) for a in r.approvals()
+            rows = [inspect.pending_row(a, request_preview(r, a)) for a in r.approvals()
                     if a.decision is None
                     and not (a.kind == Waiting.TIMER and timers.run_ended(r, a.run_id))]
             rows += signals.pending_rows(r, attention.run_ids(r))
@@ -654,16 +654,6 @@ class Engine(Surface):
 
 class _AlreadyDecided(Exception):
     """The same decision landed between our read and our commit."""
-
-
-def pending_row(a: Any, args_preview: str | None = None) -> dict[str, Any]:
-    return {"approval_id": a.approval_id, "run_id": a.run_id, "kind": a.kind, "node": a.node,
-            "action": a.action, "payload": a.payload, "digest": a.digest, "allowed": a.allowed,
-            "args_preview": args_preview,  # a reconciliation: the call in doubt's arguments
-            "tool": a.tool, "intent": a.intent, "requested_at": a.requested_at,
-            "expires_at": a.expires_at, "schema": a.schema,
-            "question": a.action if a.kind == Waiting.INPUT else None,
-            "until": timers.until_of(a) if a.kind == Waiting.TIMER else None}
 
 
 def _intent_row(i: Any) -> dict[str, Any]:

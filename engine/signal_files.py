@@ -15,18 +15,16 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..formats import SignalSent, check_serializable
 from ..formats.errors import NotSerializable
 from . import signals, signing
 from .approvals import atomic_write_json
 from .errors import SignalRefused
+from .host import Host
 from .signals import Queue
 from .store import Reader
-
-if TYPE_CHECKING:
-    from .runtime import Engine
 
 FIELDS = {"signal", "run_id", "data", "by", "sig"}
 SIGNED = ("signal", "run_id", "data", "by")
@@ -82,18 +80,16 @@ def drop_signal(inbox: str | os.PathLike[str], run_id: str, name: str, data: Any
                 by: str | None = None, key: bytes | None = None) -> Path:
     """Write a signal file into ``inbox`` atomically (dot-file, then rename), signed with
     ``key`` when given."""
-    from .inbox import sign_body  # the one HMAC both kinds of file use
-
     body: dict[str, Any] = {"signal": name, "run_id": run_id, "data": data}
     if by is not None:
         body["by"] = by
     if key is not None:
-        body["sig"] = sign_body(body, key)
+        body["sig"] = signing.hmac_hex(key, canonical(body))
     stamp = f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:6]}"
     return atomic_write_json(Path(inbox) / f"signal-{run_id[:40]}-{stamp}.json", body)
 
 
-def deliver(engine: Engine, run_id: str, name: str, data: Any = None, *,
+def deliver(engine: Host, run_id: str, name: str, data: Any = None, *,
             by: str | None = None, key: bytes | None = None) -> dict[str, Any]:
     """See ``Surface.deliver_signal``: into the store on a shared home, else a file."""
     signing.check(signing.marker(engine.home, engine.store), key)

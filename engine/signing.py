@@ -90,6 +90,11 @@ def marker(home: Path, store: object = None) -> Marker:
     return Marker(home, store)
 
 
+def hmac_hex(key: bytes, data: bytes) -> str:
+    """The signature of a decision or signal file: hex HMAC-SHA256 of its canonical bytes."""
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
 def key_id(key: bytes) -> str:
     """Names a key without revealing it: two processes can tell they hold the same one."""
     return "hmac-sha256:" + hmac.new(key, b"bide approval key id", hashlib.sha256).hexdigest()[:16]

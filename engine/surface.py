@@ -25,14 +25,14 @@ from .maintenance import DoctorReport, PruneReport
 from .vocabulary import Status
 
 if TYPE_CHECKING:
-    from .runtime import Engine
+    from .host import Host
 
 
 class Surface:
     """Mixed into ``Engine``: reading runs as data, acting on them, keeping the store."""
 
-    def _engine(self) -> Engine:
-        return cast("Engine", self)
+    def _engine(self) -> Host:
+        return cast("Host", self)
 
     # -- reading ----------------------------------------------------------------
     def run_rows(self, *, status: Status | str | None = None, flow: str | None = None,
@@ -190,11 +190,10 @@ class Surface:
             ApprovalKeyError, UnknownApproval, DecisionNotAllowed, DecisionRefused
             (the same decision already recorded too). Nothing is written then.
         """
-        from .runtime import pending_row  # runtime imports this module first
 
         req = deliver.record(self._engine(), approval_id, decision, by=by, reason=reason,
                              result=result, key=key, run_id=run_id, digest=digest)
-        return pending_row(req)
+        return inspect.pending_row(req)
 
     def deliver_decision(self, approval_id: str, decision: str, *, by: str | None = None,
                          reason: str | None = None, result: Any = None,
