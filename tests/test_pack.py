@@ -1,4 +1,4 @@
-"""One file to ship (engine/pack.py, ``bide pack``): bide, an app and their compiled
+"""One file to ship (engine/upkeep/pack.py, ``bide pack``): bide, an app and their compiled
 dependencies in one zipapp that runs where there is Python and nothing else.
 
 The file is run by the base interpreter (not this venv's: it has no bide, no msgspec,
@@ -13,22 +13,17 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import bide
 import pytest
-from bide.engine.pack import _entry_module, interpreter_tag
+from base_python import base_python
+from bide.engine.upkeep.pack import _entry_module, interpreter_tag
 from extras import need
 
 APPS = Path(__file__).parent / "apps"
 need("shiv")
 need("packaging")
-
-
-def base_python() -> str:
-    """The interpreter this venv was made from: Python, without our packages."""
-    return getattr(sys, "_base_executable", None) or sys.executable
 
 
 def offline(tmp: Path) -> tuple[list[str], dict[str, str]]:
@@ -121,7 +116,7 @@ def test_bad_input_is_refused_and_writes_nothing(tmp_path):
 
 
 def test_a_distribution_with_extras_brings_what_they_need():
-    from bide.engine.pack import closure
+    from bide.engine.upkeep.pack import closure
 
     need("psycopg")
     names = {d.metadata["Name"].lower() for d in closure(["psycopg[binary]"])}
