@@ -9,9 +9,9 @@ Everything public is re-exported here; modules under ``engine`` and
 import sys as _sys
 
 from .engine import langgraph
-from .engine.compaction import CompactReport, compact
-from .engine.copy_home import CopyReport, copy_home
-from .engine.errors import (
+from .engine.api.runtime import Engine, check_run_id, open
+from .engine.api.surface import read_approval_key
+from .engine.base.errors import (
     AlreadyDecided,
     ApprovalError,
     ApprovalKeyError,
@@ -78,28 +78,28 @@ from .engine.errors import (
     UnknownStatus,
     UnknownVersion,
 )
-from .engine.events import Event
-from .engine.flow import END, Flow, append, merge
-from .engine.follow import Outage
-from .engine.home_config import HomeConfig
-from .engine.home_files import HomeFiles
-from .engine.maintenance import DoctorReport, PruneReport
-from .engine.memory_store import MemoryStore
-from .engine.pack import PackReport, pack
-from .engine.policy import Policy
-from .engine.readiness import Readiness
-from .engine.recovery import RecoveredRun, RecoverReport
-from .engine.runs import CheckpointInfo, Run
-from .engine.runtime import Engine, check_run_id, open
-from .engine.schedules import Schedule
-from .engine.send import Send
-from .engine.server import Server
-from .engine.store import Store, WriteEvent
-from .engine.surface import read_approval_key
-from .engine.tools import Outcome, Tool, tool
-from .engine.vocabulary import Decision, IntentStatus, Status
-from .engine.watch_log import WatchLog
-from .engine.watcher import Watcher
+from .engine.base.vocabulary import Decision, IntentStatus, Status
+from .engine.ops.copy_home import CopyReport, copy_home
+from .engine.ops.readiness import Readiness
+from .engine.ops.watch_log import WatchLog
+from .engine.ops.watcher import Watcher
+from .engine.read.events import Event
+from .engine.read.follow import Outage
+from .engine.run.flow import END, Flow, append, merge
+from .engine.run.policy import Policy
+from .engine.run.recovery import RecoveredRun, RecoverReport
+from .engine.run.runs import CheckpointInfo, Run
+from .engine.run.schedules import Schedule
+from .engine.run.send import Send
+from .engine.run.tools import Outcome, Tool, tool
+from .engine.serve.server import Server
+from .engine.storage.memory_store import MemoryStore
+from .engine.storage.store import Store, WriteEvent
+from .engine.upkeep.compaction import CompactReport, compact
+from .engine.upkeep.home_config import HomeConfig
+from .engine.upkeep.home_files import HomeFiles
+from .engine.upkeep.maintenance import DoctorReport, PruneReport
+from .engine.upkeep.pack import PackReport, pack
 
 # ``bide.langgraph`` with no module at the fixed top level: the subpackage is cheap to
 # import (it loads LangGraph only when BideSaver is used), so alias it as a submodule.

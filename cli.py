@@ -9,7 +9,7 @@ open the home with ``create=False`` and only read, so they work while a
 watcher or an app is writing.
 
 It calls only ``bide``'s public surface (root names and ``Engine`` methods); the one
-internal module it uses is ``engine.render`` (text for people: tables, ages, sizes),
+internal module it uses is ``engine.base.render`` (text for people: tables, ages, sizes),
 besides the entries of the demo, bench and torture tools (tests/test_surface.py checks).
 """
 
@@ -62,7 +62,7 @@ from . import (
 )
 from . import compact as compact_home
 from . import open as open_home
-from .engine.render import (  # text for people
+from .engine.base.render import (  # text for people
     ago,
     clip,
     due_text,
@@ -76,7 +76,7 @@ from .engine.render import (  # text for people
     table,
     to_json,
 )
-from .engine.scripting import error_doc, iso_times, wants_json, who  # what scripts get
+from .engine.read.scripting import error_doc, iso_times, wants_json, who  # what scripts get
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -1255,7 +1255,7 @@ def _how_to_decide(run_id: str, waiting: dict[str, Any]) -> str:
 
 
 # -- settings: flags over $BIDE_* over HOME/bide.toml over defaults ---------------------
-SETTING_FLAGS = {  # option parameter -> setting key (engine/home_config.py)
+SETTING_FLAGS = {  # option parameter -> setting key (engine/upkeep/home_config.py)
     "durability": "durability", "lease_ttl": "lease_ttl",
     "approval_key_file": "approval_key_file", "inbox_max_bytes": "inbox_max_bytes",
     "workers": "watch.workers", "max_orphan_age": "watch.max_orphan_age",

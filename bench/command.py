@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ..engine.render import to_json
+from ..engine.base.render import to_json
 from . import report, suite
 
 
@@ -55,7 +55,7 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     again over HTTP against an inbox file.
     """
     if pg_url is not None:
-        from ..engine.pg_home import is_url
+        from ..engine.postgres.home import is_url
 
         if no_pg:
             raise click.UsageError("--pg and --no-pg exclude each other")

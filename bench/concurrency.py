@@ -33,9 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..engine.runtime import open as open_home
-from ..engine.store import WriteEvent
-from ..engine.vocabulary import Status
+from ..engine.api.runtime import open as open_home
+from ..engine.base.vocabulary import Status
+from ..engine.storage.store import WriteEvent
 from . import noise, quick_size
 from .measure import baseline_seconds
 from .workloads import Workload
@@ -155,7 +155,7 @@ def batch_breakdown(home: Path, runs: int, steps: int) -> dict[str, Any]:
     commit with its flushes). Batches are serial (one leader at a time), so the runs'
     supersteps over the batches' time bounds their supersteps per second
     (``implied_steps_per_s``, to compare with ``steps_per_s``, measured around them)."""
-    from ..engine.lmdb_store import LMDBStore, _Body  # the bench's look inside the store
+    from ..engine.storage.lmdb_store import LMDBStore, _Body  # the bench's look inside the store
 
     w = Workload("long", steps, 100)
     flow = w.flow()

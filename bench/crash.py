@@ -50,7 +50,7 @@ class KillResult:
 # -- the two subprocesses -------------------------------------------------------------------
 
 def _worker(home: str, w: Workload, p: BenchPolicy, run_id: str, counters_dir: str) -> None:
-    from ..engine.runtime import open as open_home
+    from ..engine.api.runtime import open as open_home
 
     counters = Counters(counters_dir, "crash")
     flow = w.flow(counters)
@@ -63,8 +63,8 @@ def _worker(home: str, w: Workload, p: BenchPolicy, run_id: str, counters_dir: s
 
 
 def _resume(home: str, w: Workload, p: BenchPolicy, run_id: str, counters_dir: str) -> None:
-    from ..engine.errors import UnknownRun
-    from ..engine.runtime import open as open_home
+    from ..engine.api.runtime import open as open_home
+    from ..engine.base.errors import UnknownRun
 
     counters = Counters(counters_dir, "resume")
     flow = w.flow(counters)

@@ -26,8 +26,8 @@ from typing import Any
 
 from .. import Decision, IntentStatus, Status
 from .. import open as open_engine
-from ..engine.inbox import drop_decision
-from ..engine.inspect import show
+from ..engine.human.inbox import drop_decision
+from ..engine.read.inspect import show
 
 RUN = "r-42"
 NODES_AND_TOOLS = (("search_logs", "fetch_logs"), ("prepare_patch", "draft_patch"))

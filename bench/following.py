@@ -173,7 +173,7 @@ def commit_cost(bench: _Bench, url: str, *, commits: int, rounds: int) -> dict[s
 @contextmanager
 def _without_seam() -> Iterator[None]:
     """Commits without the followers' statement: the code before the seam, for comparison."""
-    from ..engine import pg_store  # the PostgreSQL rows only: the postgres extra
+    from ..engine.postgres import store as pg_store  # the PostgreSQL rows only: the postgres extra
 
     real = pg_store._notify_followers
     pg_store._notify_followers = lambda txn, batch: None

@@ -12,7 +12,7 @@ same run:
   100 B puts (no flush), on an LMDB environment of its own; the same with the six
   values set in a dict instead (nothing released);
 - engine: ``long`` runs (B = 100) with ``durability="fast"``: 8 runs on one
-  engine (their commits share write transactions, ``engine/group_commit.py``)
+  engine (their commits share write transactions, ``engine/storage/group_commit.py``)
   and 8 runs on 8 engines of their own (every thread makes its own LMDB calls).
 
 If the raw LMDB loop slows down with 8 threads while the dict loop does not, the
@@ -30,7 +30,7 @@ from typing import Any
 
 import lmdb
 
-from ..engine.runtime import open as open_home
+from ..engine.api.runtime import open as open_home
 from .concurrency import in_threads
 from .workloads import Workload
 

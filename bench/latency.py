@@ -73,7 +73,7 @@ def tool_call_cost(home: Path, durability: str, n: int = 200) -> tuple[float, in
 
 
 def inbox_latency(drops: int, poll: bool = False) -> list[float]:
-    from bide.engine.inbox import drop_decision
+    from bide.engine.human.inbox import drop_decision
 
     work = Path(tempfile.mkdtemp(prefix="bide-lat-"))
     home, mark = work / "home", work / "marks.log"

@@ -33,7 +33,7 @@ from typing import Any
 
 import lmdb
 
-from ..engine.runtime import open as open_home
+from ..engine.api.runtime import open as open_home
 from .measure import WARMUP, warmup_flow
 from .policies import get
 from .workloads import Workload

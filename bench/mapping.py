@@ -10,7 +10,7 @@ what saves the time.
 
 The paused rows run a map whose every item pauses once for an approval, approved
 one at a time through the API and resumed after each (N resumes, each running
-the approved item alone; the others would only pause again: engine/waits.py):
+the approved item alone; the others would only pause again: engine/run/waits.py):
 time, bytes and node runs per item at N and 3N items. Later
 checkpoints of the map refer to its planned Sends instead of storing them
 again, so bytes per item stay flat as N grows.

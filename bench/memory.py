@@ -14,10 +14,10 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
-from ..engine.flow import Flow, reducer_kind
-from ..engine.state import Op, fold
-from ..engine.task_threads import TaskThreads
-from ..engine.tools import Tool
+from ..engine.run.flow import Flow, reducer_kind
+from ..engine.run.state import Op, fold
+from ..engine.run.task_threads import TaskThreads
+from ..engine.run.tools import Tool
 
 
 class MemoryContext:
@@ -63,7 +63,7 @@ def run_in_memory(flow: Flow, state: dict[str, Any], run_id: str = "mem"
 
 def _together(threads: TaskThreads, call: Callable[[str], Any], names: list[str]) -> list[Any]:
     """``call`` over ``names``: the last in this thread, the others in ``threads``; this
-    thread wakes once, when the last of them returns (as engine/siblings.py waits)."""
+    thread wakes once, when the last of them returns (as engine/run/siblings.py waits)."""
     outcomes: list[Any] = [None] * len(names)
     ended = threading.Condition()
     left = len(names) - 1

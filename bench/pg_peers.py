@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..engine.runtime import open as open_home
+from ..engine.api.runtime import open as open_home
 from . import noise, tool_calls
 from .memory import run_in_memory
 from .pg_databases import Databases

@@ -144,10 +144,10 @@ def render(section: dict[str, Any]) -> str:
 
 def _worker(url: str, worker: int, runs: int, steps: int) -> dict[str, Any]:
     """One worker process: warm up, wait for the go, run, say when it started and ended."""
-    from ..engine.pg_store import PostgresStore
-    from ..engine.runtime import open as open_home
-    from ..engine.store import WriteEvent
-    from ..engine.vocabulary import Status
+    from ..engine.api.runtime import open as open_home
+    from ..engine.base.vocabulary import Status
+    from ..engine.postgres.store import PostgresStore
+    from ..engine.storage.store import WriteEvent
 
     w = Workload("long", steps, 100)
     flow = w.flow()

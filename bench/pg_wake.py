@@ -33,8 +33,8 @@ from urllib.parse import urlsplit, urlunsplit
 import bide
 from bide.formats import RunCreated, StatusChanged
 
-from ..engine.render import to_json
-from ..engine.vocabulary import Decision, Status
+from ..engine.base.render import to_json
+from ..engine.base.vocabulary import Decision, Status
 from . import watching
 from .verdicts import named_lines
 

@@ -36,8 +36,8 @@ from typing import Any
 
 import lmdb
 
-from ..engine.runtime import open as open_home
-from ..engine.vocabulary import Status
+from ..engine.api.runtime import open as open_home
+from ..engine.base.vocabulary import Status
 from . import layout_model
 from .measure import WARMUP, instrumented, warmup_flow
 from .policies import POLICIES, BenchPolicy, get

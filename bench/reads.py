@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..engine.runtime import open as open_home
-from ..engine.state import replay
+from ..engine.api.runtime import open as open_home
+from ..engine.run.state import replay
 from .measure import median_time
 from .workloads import Workload
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import bide
 
-from ..engine.render import to_json
-from ..engine.scripting import iso_times
+from ..engine.base.render import to_json
+from ..engine.read.scripting import iso_times
 from .watching import _file, _Home
 
 READY_DEADLINE = 60.0

@@ -30,9 +30,9 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from ..engine.flow import END, Flow
-from ..engine.runtime import open as open_home
-from ..engine.tools import Tool
+from ..engine.api.runtime import open as open_home
+from ..engine.run.flow import END, Flow
+from ..engine.run.tools import Tool
 from .physical import device_writes
 from .verdicts import target_line
 

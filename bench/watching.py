@@ -27,11 +27,11 @@ from typing import Any
 import bide
 from bide.formats import RunCreated, StatusChanged
 
-from ..engine import attention
-from ..engine.inbox import drop_decision
-from ..engine.render import to_json
-from ..engine.run_view import RunView
-from ..engine.watcher import DEFAULT_WORKERS
+from ..engine.base.render import to_json
+from ..engine.human.inbox import drop_decision
+from ..engine.ops.watcher import DEFAULT_WORKERS
+from ..engine.run.run_view import RunView
+from ..engine.storage import attention
 from .verdicts import named_lines
 
 APP = '''

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine import faults, operations
+from bide.engine.base import faults
+from bide.engine.upkeep import operations
 
 # -- flows ---------------------------------------------------------------------------
 steps = bide.Flow("steps")

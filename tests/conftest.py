@@ -15,7 +15,7 @@ from typing import Any
 import bide
 import pytest
 from bide.bench.crashkit import count_effects, run_worker
-from bide.engine.lmdb_store import LMDBStore
+from bide.engine.storage.lmdb_store import LMDBStore
 from extras import need
 
 APPS = Path(__file__).parent / "apps"
@@ -53,10 +53,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def engine(home: Path, request: pytest.FixtureRequest):
     store = None
     if request.config.getoption("--store") == "memory":
-        from bide.engine.memory_store import SCHEME, MemoryStore
+        from bide.engine.storage.memory_store import SCHEME, MemoryStore
         store = MemoryStore(f"{SCHEME}{home}", durability="fast")
     elif request.config.getoption("--store") == "postgres":  # tests/pg_cluster.py's server
-        from bide.engine.pg_store import PostgresStore
+        from bide.engine.postgres.store import PostgresStore
         store = PostgresStore(request.getfixturevalue("pg_url"), durability="fast")
     with bide.open(home, durability="fast", store=store) as eng:
         yield eng
@@ -72,7 +72,7 @@ def open_on(kind: str, request: pytest.FixtureRequest, home: Path, clock) -> bid
         need("psycopg")
         return bide.open(request.getfixturevalue("pg_url"), local=home, **opts)
     if kind == "memory":
-        from bide.engine.memory_store import SCHEME, MemoryStore
+        from bide.engine.storage.memory_store import SCHEME, MemoryStore
         store = MemoryStore(f"{SCHEME}{home}", durability="fast", clock=clock)
         return bide.open(home, store=store, **opts)
     return bide.open(home, **opts)
@@ -142,7 +142,7 @@ def watched(request: pytest.FixtureRequest, home: Path, *flows: bide.Flow,
     """A watcher serving one engine in a thread, and a second engine (another client) on
     the same home: a directory (one engine serves as both) or, for a ``request.param`` of
     "postgres", the test server (two engines, each with its own local directory)."""
-    from bide.engine.watcher import Watcher
+    from bide.engine.ops.watcher import Watcher
 
     if request.param == "postgres":
         need("psycopg")

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # importing it needs psycopg: the tests skip without it first
-    from bide.engine.pg_store import PostgresStore
+    from bide.engine.postgres.store import PostgresStore
     from bide.formats import Record
 
 
@@ -31,7 +31,7 @@ def give_up_within(store: PostgresStore, seconds: float) -> None:
 
 def commit_elsewhere(pg_url: str, records: Sequence[Record]) -> list[int]:
     """Commit ``records`` through a store of their own, closed after."""
-    from bide.engine.pg_store import PostgresStore
+    from bide.engine.postgres.store import PostgresStore
 
     other = PostgresStore(pg_url, durability="durable")
     try:

@@ -23,7 +23,7 @@ need("starlette")
 need("uvicorn")
 need("httpx")
 
-from bide.engine.serve_app import make_app  # noqa: E402 - after the extra's skip
+from bide.engine.serve.app import make_app  # noqa: E402 - after the extra's skip
 from starlette.testclient import TestClient  # noqa: E402
 
 TOKEN = "t-" + "x" * 40

@@ -52,7 +52,7 @@ def test_state_at_a_missing_version_is_unknown_version(engine):
 
 
 def test_the_cli_and_the_api_raise_the_same_unknown_version(engine):
-    from bide.engine import inspect
+    from bide.engine.read import inspect
 
     assert inspect.UnknownVersion is bide.UnknownVersion
 

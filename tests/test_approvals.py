@@ -11,8 +11,8 @@ import time
 
 import bide
 import pytest
-from bide.engine.inbox import drop_decision, sign
-from bide.engine.watcher import Watcher
+from bide.engine.human.inbox import drop_decision, sign
+from bide.engine.ops.watcher import Watcher
 from conftest import APPS, count_lines
 from polling import wait_for
 

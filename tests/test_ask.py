@@ -20,8 +20,8 @@ import bide
 import msgspec
 import pytest
 from bide.cli import main
-from bide.engine.inbox import Inbox, drop_decision, sign
-from bide.engine.value_schema import example, problem, schema_of
+from bide.engine.human.inbox import Inbox, drop_decision, sign
+from bide.engine.run.value_schema import example, problem, schema_of
 from click.testing import CliRunner
 from conftest import APPS, count_lines, open_on
 from extras import need
@@ -292,7 +292,7 @@ def test_schema_none_takes_any_json_value(any_engine):
 
 
 def test_a_schema_keyword_the_checker_does_not_know_is_refused():
-    from bide.engine.value_schema import SchemaProblem, _check_keywords
+    from bide.engine.run.value_schema import SchemaProblem, _check_keywords
 
     with pytest.raises(SchemaProblem, match="if cannot be checked"):
         _check_keywords({"type": "object", "properties": {"a": {"if": {}}}})

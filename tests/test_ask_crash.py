@@ -88,7 +88,7 @@ def test_a_watcher_killed_after_recording_an_answer_file_records_it_once(world):
     assert worker(w, "start", "r-1")["status"] == "WAITING_INPUT"
     with w.engine() as eng:
         aid = eng.pending()[0]["approval_id"]
-        from bide.engine.inbox import drop_decision
+        from bide.engine.human.inbox import drop_decision
 
         drop_decision(eng.home, aid, "answer", value=ORDER, by="ann", inbox=eng.doors.inbox)
         inbox = eng.doors.inbox

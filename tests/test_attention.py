@@ -8,11 +8,12 @@ from pathlib import Path
 import bide
 import lmdb
 import pytest
-from bide.engine import attention, maintenance
-from bide.engine.attention import ATTENTION
-from bide.engine.index import RUNS
-from bide.engine.lmdb_store import META, STORE_FORMAT, LMDBStore, TxnTables
-from bide.engine.memory_store import SCHEME, MemoryStore, forget_all
+from bide.engine.storage import attention
+from bide.engine.storage.attention import ATTENTION
+from bide.engine.storage.index import RUNS
+from bide.engine.storage.lmdb_store import META, STORE_FORMAT, LMDBStore, TxnTables
+from bide.engine.storage.memory_store import SCHEME, MemoryStore, forget_all
+from bide.engine.upkeep import maintenance
 from bide.formats import RunCreated, StatusChanged
 
 

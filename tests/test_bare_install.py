@@ -18,14 +18,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from base_python import base_python
 from extras import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 OPTIONAL = ("psycopg", "starlette", "uvicorn", "httpx", "opentelemetry", "shiv", "packaging",
             "playwright", "matplotlib", "langgraph", "langchain_core")
 # a module whose one job is an extra: it says which, instead of importing
-NEEDS_AN_EXTRA = {"bide.engine.langgraph.saver": "langgraph",
-                  "bide.engine.langgraph_saver": "langgraph"}
+NEEDS_AN_EXTRA = {"bide.engine.langgraph.saver": "langgraph"}
 
 IMPORT_ALL = r"""
 import importlib, json, pkgutil, sys
@@ -51,7 +51,7 @@ def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def bare_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("bare") / "venv"
-    base = getattr(sys, "_base_executable", None) or sys.executable
+    base = base_python()
     made = _run([base, "-m", "venv", str(venv)])
     assert made.returncode == 0, made.stderr
     python = venv / "bin" / "python"

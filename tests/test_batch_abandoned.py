@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bide.engine.errors import StoreError, StoreFull
-from bide.engine.group_commit import Request
-from bide.engine.lmdb_store import META, LMDBStore, _Body
+from bide.engine.base.errors import StoreError, StoreFull
+from bide.engine.storage.group_commit import Request
+from bide.engine.storage.lmdb_store import META, LMDBStore, _Body
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import pytest
 from bide.bench import pg_peers, pg_throughput, suite, tool_calls
 from bide.bench.command import bench
 from bide.bench.pg_databases import Databases
-from bide.engine import held
-from bide.engine.vocabulary import Status
+from bide.engine.base.vocabulary import Status
+from bide.engine.run import held
 from click.testing import CliRunner
 from extras import need
 

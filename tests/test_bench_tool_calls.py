@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from bide.bench import tool_calls
-from bide.engine import held
+from bide.engine.run import held
 from extras import need
 
 K = 6

@@ -1,5 +1,5 @@
 """A checkpoint names a tool call's recorded result instead of storing it again
-(engine/call_refs.py): every reader resolves it, retention keeps what it needs, and
+(engine/storage/call_refs.py): every reader resolves it, retention keeps what it needs, and
 doctor names a reference that leads nowhere. Runs on every store (``--store``)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import bide
-from bide.engine import call_refs
-from bide.engine.call_refs import CALL
+from bide.engine.storage import call_refs
+from bide.engine.storage.call_refs import CALL
 from bide.formats import Checkpoint, IntentCompleted
 
 K = 5

@@ -11,8 +11,8 @@ import time
 
 import bide
 import pytest
-from bide.engine import children
-from bide.engine.vocabulary import Waiting, pause_status
+from bide.engine.base.vocabulary import Waiting, pause_status
+from bide.engine.run import children
 from conftest import APPS, open_on
 
 sys.path.insert(0, str(APPS))
@@ -190,7 +190,7 @@ def test_an_async_node_awaits_its_child(any_engine):
 def test_runs_and_show_say_what_a_waiting_child_run_waits_for(any_engine):
     eng = any_engine
     eng.start("solo", {"flow": "asker"}, run_id="s")
-    from bide.engine import inspect
+    from bide.engine.read import inspect
 
     rows = {r["run_id"]: r for r in inspect.runs(eng)}
     assert rows["s"]["waiting_on"] == "child s~only (spawn, flow asker)"
@@ -214,7 +214,7 @@ def test_child_ids_are_stable_bounded_and_keyed():
     deep = "x" * 128
     for _ in range(children.MAX_DEPTH):
         deep = children.child_id(deep, "0:a:0", 0, "k" * 48)
-        bide.engine.runs.check_run_id(deep)
+        bide.engine.run.runs.check_run_id(deep)
     with pytest.raises(bide.InvalidChild, match="key"):
         children.check_key("p", "../up")
 

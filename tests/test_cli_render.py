@@ -5,7 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from bide.engine.render import ago, fields, first_line, parse_age, preview, size, table, to_json
+from bide.engine.base.render import (
+    ago,
+    fields,
+    first_line,
+    parse_age,
+    preview,
+    size,
+    table,
+    to_json,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 

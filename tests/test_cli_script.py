@@ -16,7 +16,7 @@ from typing import Any
 import bide
 import pytest
 from bide.cli import main
-from bide.engine import scripting
+from bide.engine.read import scripting
 from cli_world import template, world  # noqa: F401 - template is a fixture
 from click.testing import CliRunner, Result
 

@@ -3,7 +3,7 @@
 py-lmdb releases the GIL around every ``get``, ``put`` and cursor call, so under
 concurrency each LMDB call in a commit body lets another run's thread in; and the
 Python of the body runs while every other committer waits. These pin the cuts
-(engine/hot_cache.py, the fence's head folded onto, the list tail never decoded):
+(engine/storage/hot_cache.py, the fence's head folded onto, the list tail never decoded):
 a change that brings a read, a decode or an encode back fails here, whatever the
 machine's load. Before them a chain superstep's body made ~17.5 LMDB calls
 (7.4 gets, 6 puts, a cursor walk of 4) and 4 decodes.
@@ -18,7 +18,7 @@ from typing import Any
 import bide
 import pytest
 from bide.bench.workloads import Workload
-from bide.engine import index, latest, lmdb_store, table_reads
+from bide.engine.storage import index, latest, lmdb_store, table_reads
 from bide.formats import packed_list
 
 

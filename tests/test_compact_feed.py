@@ -1,5 +1,5 @@
 """``bide compact`` replaces ``store/data.mdb`` by a rename, and an LMDB follower's
-change feed watches that file by inotify (engine/change_feed.py): could a follower's
+change feed watches that file by inotify (engine/storage/change_feed.py): could a follower's
 watch be left on the old file, gone quiet?
 
 No: compact refuses while any process has the store open (``StoreBusy``), this one
@@ -15,7 +15,7 @@ import time
 
 import bide
 import pytest
-from bide.engine import compaction
+from bide.engine.upkeep import compaction
 from bide.formats import RunCreated, StatusChanged
 
 

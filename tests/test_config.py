@@ -9,7 +9,7 @@ from pathlib import Path
 import bide
 import pytest
 from bide.cli import main
-from bide.engine.home_config import load
+from bide.engine.upkeep.home_config import load
 from click.testing import CliRunner
 from conftest import APPS
 
@@ -129,7 +129,7 @@ def test_load_reads_environment_strings_by_the_settings_rules(tmp_path):
 
 
 def test_the_defaults_are_the_watchers_own(tmp_path):
-    from bide.engine.inbox import MAX_BYTES
+    from bide.engine.human.inbox import MAX_BYTES
 
     cfg = load(tmp_path / "none", environ={})
     assert cfg["watch.workers"] == bide.Watcher.DEFAULT_WORKERS

@@ -15,8 +15,9 @@ from typing import Annotated, TypedDict
 import bide
 import pytest
 from bide.cli import main
-from bide.engine import memory_store, signing, store
-from bide.engine.maintenance import prune
+from bide.engine.human import signing
+from bide.engine.storage import memory_store, store
+from bide.engine.upkeep.maintenance import prune
 from bide.formats import LeaseAcquired, RunCreated, StatusChanged
 from click.testing import CliRunner
 from conftest import APPS, count_lines, run_worker
@@ -99,12 +100,12 @@ def last_seq(home, **kw) -> int:
 @pytest.fixture(params=["lmdb", "memory", "postgres"])
 def empty_store(request, tmp_path):
     if request.param == "postgres":
-        from bide.engine.pg_store import PostgresStore
+        from bide.engine.postgres.store import PostgresStore
         s = PostgresStore(request.getfixturevalue("pg_url"), durability="fast")
     elif request.param == "memory":
         s = bide.MemoryStore(f"{memory_store.SCHEME}{tmp_path}", durability="fast")
     else:
-        from bide.engine.lmdb_store import LMDBStore
+        from bide.engine.storage.lmdb_store import LMDBStore
         s = LMDBStore(tmp_path / "home", durability="fast")
     yield s
     s.close()

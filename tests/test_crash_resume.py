@@ -7,7 +7,7 @@ from collections import Counter
 
 import bide
 import pytest
-from bide.engine import maintenance
+from bide.engine.upkeep import maintenance
 from conftest import count_lines, run_app
 
 # Every commit boundary of chain_app's run (a fault-free run hits: 9 commits = run created,

@@ -8,8 +8,8 @@ import time
 import bide
 import pytest
 from bide.cli import main
-from bide.engine.context import args_digest
-from bide.engine.render import expiry_text
+from bide.engine.base.render import expiry_text
+from bide.engine.run.context import args_digest
 from bide.formats import IntentPrepared
 from bide.formats.records import compact_digest
 from click.testing import CliRunner
@@ -58,7 +58,7 @@ def test_a_request_made_before_previews_shows_them_from_the_log(engine) -> None:
         stored = r.approval(aid)
     assert stored is not None
     stored.payload.pop("args_preview")
-    from bide.engine.in_doubt import request_preview, waiting_with_preview
+    from bide.engine.human.in_doubt import request_preview, waiting_with_preview
     with engine.store.reader() as r:
         assert request_preview(r, stored) == "5, to='日本'"
         waiting = {k: v for k, v in engine.show("rp")["waiting"].items() if k != "args_preview"}

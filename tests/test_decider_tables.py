@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bide.engine.render import clip, display_width, fields, table
+from bide.engine.base.render import clip, display_width, fields, table
 
 
 @pytest.mark.parametrize(("text", "columns"), [

@@ -1,10 +1,13 @@
-"""The error tree: every BideError lives in engine/errors.py, drawn in its docstring, with
+"""The error tree: every BideError lives in engine/base/errors.py, drawn in its docstring, with
 categories (NotFound, Conflict) that cut across branches and structured fields."""
 
 import bide
 import pytest
 from bide import cli
-from bide.engine import compaction, errors, inspect, langgraph_store, maintenance, operations
+from bide.engine.base import errors
+from bide.engine.langgraph import store as langgraph_store
+from bide.engine.read import inspect
+from bide.engine.upkeep import compaction, maintenance, operations
 
 
 def _error_classes():
@@ -25,11 +28,11 @@ def test_every_error_is_drawn_in_the_docstring_and_exported_from_bide():
 
 
 def test_no_error_class_is_defined_outside_the_tree():
-    """Issue 12: errors defined beside their first raiser moved into engine/errors.py."""
+    """Issue 12: errors defined beside their first raiser moved into engine/base/errors.py."""
     for module in (compaction, inspect, langgraph_store, maintenance, operations):
         for name, obj in vars(module).items():
             if isinstance(obj, type) and issubclass(obj, bide.BideError):
-                assert obj.__module__ in ("bide.engine.errors", "bide.formats.errors"), name
+                assert obj.__module__ in ("bide.engine.base.errors", "bide.formats.errors"), name
 
 
 def test_old_import_paths_keep_working():
@@ -99,7 +102,7 @@ def test_flow_errors_name_flow_and_node():
 
 
 def test_a_reducer_conflict_names_its_flow_key_and_nodes():
-    from bide.engine.state import fold
+    from bide.engine.run.state import fold
 
     flow = bide.Flow("f")
     with pytest.raises(bide.ReducerConflict) as caught:
@@ -115,7 +118,7 @@ def test_branch_bases_still_take_a_bare_message():
 
 
 def test_raised_at_names_the_innermost_frame():
-    from bide.engine.errors import raised_at
+    from bide.engine.base.errors import raised_at
 
     def inner() -> None:
         raise ValueError("deep")

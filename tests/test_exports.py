@@ -34,7 +34,7 @@ def test_intent_status_and_decision_words_are_pinned():
 
 
 def test_issue_11_names_are_public_in_their_branch_of_the_tree():
-    from bide.engine import errors
+    from bide.engine.base import errors
 
     branches = {"ContextClosed": bide.ToolError, "ToolNeedsAwait": bide.ToolError,
                 "UnknownStatus": bide.RunError, "UnknownVersion": bide.RunError,
@@ -133,7 +133,7 @@ def test_issue_15_send_is_public():
 def test_issue_15_follow_names_are_public():
     assert {"Event", "FollowTimeout"} <= set(bide.__all__)
     assert issubclass(bide.FollowTimeout, bide.RunError)
-    assert "FollowTimeout" in bide.engine.errors.__doc__  # drawn in the tree
+    assert "FollowTimeout" in bide.engine.base.errors.__doc__  # drawn in the tree
     assert callable(bide.Engine.follow) and callable(bide.Engine.afollow)
     assert {"seq", "kind", "at", "node", "task", "status", "record"} <= set(
         bide.Event.__dataclass_fields__)
@@ -158,27 +158,27 @@ def test_schedule_names_are_public():
 
 
 def test_child_run_names_are_public_in_their_branch_of_the_tree():
-    from bide.engine import errors
+    from bide.engine.base import errors
 
     for name in ("ChildFailed", "InvalidChild"):
         assert name in bide.__all__ and issubclass(getattr(bide, name), bide.RunError)
         assert name in errors.__doc__  # drawn in the tree
     assert issubclass(bide.InvalidChild, ValueError)
     assert bide.Status.WAITING_CHILD in bide.Status
-    assert callable(bide.engine.context.NodeContext.child)
+    assert callable(bide.engine.run.context.NodeContext.child)
 
 
 def test_issue_17_pack_names_are_public():
-    """bide pack (engine/pack.py): the function, its report and its error."""
-    from bide.engine import errors
+    """bide pack (engine/upkeep/pack.py): the function, its report and its error."""
+    from bide.engine.base import errors
 
     assert {"pack", "PackReport", "PackError"} <= set(bide.__all__)
     assert issubclass(bide.PackError, bide.BideError) and "PackError" in errors.__doc__
 
 
 def test_issue_18_serve_names_are_public():
-    """bide serve (engine/server.py): the server, its error, and 409's error."""
-    from bide.engine import errors
+    """bide serve (engine/serve/server.py): the server, its error, and 409's error."""
+    from bide.engine.base import errors
 
     assert {"Server", "ServeError", "AlreadyDecided"} <= set(bide.__all__)
     assert issubclass(bide.ServeError, bide.ConfigError) and "ServeError" in errors.__doc__

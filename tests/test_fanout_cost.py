@@ -10,7 +10,9 @@ import concurrent.futures
 
 import bide
 from bide.bench.workloads import Workload
-from bide.engine import latest, maintenance, task_threads, tasks
+from bide.engine.run import task_threads, tasks
+from bide.engine.storage import latest
+from bide.engine.upkeep import maintenance
 from cost_helpers import run_workload, spy
 
 
@@ -142,7 +144,7 @@ def test_a_fan_out_superstep_counts_its_tasks_once(engine, monkeypatch):
 
 def test_a_fan_out_superstep_makes_no_future(engine, monkeypatch):
     """Each sibling handed to a pool's submit got a Future (a lock and a condition) that
-    nobody waited on: the waiting thread waits its own way (engine/siblings.py)."""
+    nobody waited on: the waiting thread waits its own way (engine/run/siblings.py)."""
     made = spy(monkeypatch, concurrent.futures.Future, "__init__", lambda self: 1)
     run_workload(engine, Workload("fanout4", 12, 100), "fan")
     assert made == []

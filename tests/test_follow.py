@@ -33,11 +33,11 @@ BACKENDS = ["lmdb", "memory", "postgres"]
 def eng(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[bide.Engine]:
     store = None
     if request.param == "memory":
-        from bide.engine.memory_store import SCHEME, MemoryStore
+        from bide.engine.storage.memory_store import SCHEME, MemoryStore
         store = MemoryStore(f"{SCHEME}{tmp_path}", durability="fast")
     elif request.param == "postgres":
         need("psycopg")
-        from bide.engine.pg_store import PostgresStore
+        from bide.engine.postgres.store import PostgresStore
         store = PostgresStore(request.getfixturevalue("pg_url"), durability="fast")
     with bide.open(tmp_path / "home", durability="fast", store=store) as e:
         e.register(*follow_app.flows)
@@ -182,8 +182,8 @@ def test_a_follow_closed_early_releases_what_it_holds(eng):
 
 
 def _follower_rows(eng: bide.Engine) -> list[str]:
-    from bide.engine.pg_follow import PREFIX
-    from bide.engine.pg_reader import SCHEMA
+    from bide.engine.postgres.follow import PREFIX
+    from bide.engine.postgres.reader import SCHEMA
 
     with eng.store.reader() as r:
         return [k for (k,) in r.conn.execute(  # type: ignore[attr-defined]
@@ -214,7 +214,7 @@ def test_an_async_follow_cancelled_while_waiting_releases_its_feed(eng):
 
 
 def test_a_history_longer_than_a_batch_arrives_whole(eng, monkeypatch):
-    from bide.engine import follow as following
+    from bide.engine.read import follow as following
 
     monkeypatch.setattr(following, "BATCH", 2)  # every read is a full batch but the last
     run = eng.start("steps", {"topic": "t"})

@@ -15,8 +15,8 @@ import time
 import bide
 import pytest
 from bide import Status
-from bide.engine import follow as following
-from bide.engine.errors import StoreError, UnknownRun
+from bide.engine.base.errors import StoreError, UnknownRun
+from bide.engine.read import follow as following
 from bide.formats import RunCreated, StatusChanged
 
 DEADLINE = 10.0

@@ -23,8 +23,8 @@ from typing import Any
 import bide
 import pytest
 from bide import Event, Status
-from bide.engine.render import to_json
-from bide.engine.scripting import iso_times
+from bide.engine.base.render import to_json
+from bide.engine.read.scripting import iso_times
 from conftest import APPS, count_lines
 from extras import need
 from polling import wait_for
@@ -310,8 +310,8 @@ def pg_home(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
 
 
 def _follow_rows(eng: bide.Engine) -> list[str]:
-    from bide.engine.pg_follow import PREFIX
-    from bide.engine.pg_reader import SCHEMA
+    from bide.engine.postgres.follow import PREFIX
+    from bide.engine.postgres.reader import SCHEMA
 
     with eng.store.reader() as r:
         return sorted(k for (k,) in r.conn.execute(  # type: ignore[attr-defined]
@@ -327,7 +327,7 @@ def _follow_sessions(eng: bide.Engine) -> int:
 
 def test_a_commit_notifies_only_runs_someone_follows(pg_home):
     import psycopg
-    from bide.engine.pg_follow import CHANNEL, tag
+    from bide.engine.postgres.follow import CHANNEL, tag
 
     with pg_home.open() as eng, psycopg.connect(pg_home.url, autocommit=True) as ears:
         ears.execute(f"LISTEN {CHANNEL}")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine import maintenance
-from bide.engine.lmdb_store import RESERVE, RESERVE_BYTES, LMDBStore
+from bide.engine.storage.lmdb_store import RESERVE, RESERVE_BYTES, LMDBStore
+from bide.engine.upkeep import maintenance
 from conftest import count_lines
 
 STEPS = 40

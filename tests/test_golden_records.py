@@ -110,7 +110,7 @@ def test_old_golden_bytes_still_decode_with_every_field(name: str):
 
 def test_a_v1_intent_written_by_the_engine_upgrades_without_fixups():
     """What an older bide really wrote (derivable ids, a sha256 digest) needs no fixups."""
-    from bide.engine.context import args_digest
+    from bide.engine.run.context import args_digest
     from bide.formats.envelope import frame
     from bide.formats.records import idempotency_key
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import lmdb
 import pytest
-from bide.engine.errors import DurabilityLost, StaleLease, StoreError
-from bide.engine.group_commit import GroupCommit
-from bide.engine.lmdb_store import LMDBStore
+from bide.engine.base.errors import DurabilityLost, StaleLease, StoreError
+from bide.engine.storage.group_commit import GroupCommit
+from bide.engine.storage.lmdb_store import LMDBStore
 from bide.formats import LeaseAcquired, PendingWrite, RunCreated, StatusChanged
 
 DEADLINE = 20.0  # seconds for any wait in these tests; healthy ones take milliseconds
@@ -346,7 +346,7 @@ def test_a_caller_interrupted_as_it_is_handed_the_lead_passes_it_on(store, monke
     handed to it, left the lead with its thread; the thread lived on, so every later
     commit of the process waited for it forever. Now the lead passes to the next queued
     request, and the interrupted request's body never runs."""
-    from bide.engine import group_commit
+    from bide.engine.storage import group_commit
 
     class Request(group_commit.Request):
         __slots__ = ()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from bide.bench.crashkit import count_effects, start_worker
-from bide.engine.lmdb_store import LMDBStore
+from bide.engine.storage.lmdb_store import LMDBStore
 from conftest import APPS, run_app
 
 APP = "group_commit_app.py"

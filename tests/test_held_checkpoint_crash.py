@@ -1,7 +1,7 @@
 """Kill a worker while a tool step's checkpoint waits to ride the next step's prepare.
 
 A checkpoint that carries held tool outcomes is held with them and commits in the
-run's next commit (engine/held.py), so a loop of tool steps costs one durable commit
+run's next commit (engine/run/held.py), so a loop of tool steps costs one durable commit
 a step. A crash before that commit loses the step's checkpoint and its outcome
 together: the step runs again and finds its call prepared without an outcome,
 exactly the *outcome unknown* a crash before a separate completion commit left. The

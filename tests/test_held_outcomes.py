@@ -1,6 +1,6 @@
 """A tool's outcome rides in the task's next commit, or is committed alone soon after.
 
-engine/held.py: one durable commit before a call and none of its own after it,
+engine/run/held.py: one durable commit before a call and none of its own after it,
 without leaving an outcome in memory for longer than ``HOLD_BOUND``.
 """
 
@@ -11,8 +11,8 @@ import time
 
 import bide
 import pytest
-from bide.engine import held
-from bide.engine.errors import StaleLease
+from bide.engine.base.errors import StaleLease
+from bide.engine.run import held
 from bide.formats import IntentCompleted, IntentPrepared, Record
 
 DEADLINE = 10.0

@@ -1,4 +1,4 @@
-"""The LMDB store's hot cache (engine/hot_cache.py) is exact or empty, never stale.
+"""The LMDB store's hot cache (engine/storage/hot_cache.py) is exact or empty, never stale.
 
 Every test ends by comparing, inside a write transaction, each cached value and
 the cached last seq with what LMDB holds there: what the next commit would read.
@@ -17,12 +17,13 @@ import bide
 import lmdb
 import pytest
 from bide.bench.workloads import Workload
-from bide.engine import hot_cache, maintenance
-from bide.engine.group_commit import Request
-from bide.engine.hot_cache import HotCache
-from bide.engine.index import RUNS
-from bide.engine.lmdb_store import LMDBReader, LMDBStore, TxnTables, _Body
-from bide.engine.vocabulary import Status
+from bide.engine.base.vocabulary import Status
+from bide.engine.storage import hot_cache
+from bide.engine.storage.group_commit import Request
+from bide.engine.storage.hot_cache import HotCache
+from bide.engine.storage.index import RUNS
+from bide.engine.storage.lmdb_store import LMDBReader, LMDBStore, TxnTables, _Body
+from bide.engine.upkeep import maintenance
 from bide.formats import RunCreated, StatusChanged, pack_value
 
 
@@ -223,7 +224,7 @@ def test_a_moved_format_4_home_starts_exact(tmp_path):
 
 OTHER = textwrap.dedent("""
     import sys
-    from bide.engine.lmdb_store import LMDBStore
+    from bide.engine.storage.lmdb_store import LMDBStore
     from bide.formats import StatusChanged
     store = LMDBStore(sys.argv[1], durability="fast")
     store.commit([StatusChanged(run_id="a", status="INTERRUPTED", reason=sys.argv[2], at=3.0)])

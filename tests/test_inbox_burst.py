@@ -8,10 +8,10 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine import faults
-from bide.engine.errors import StoreFull
-from bide.engine.inbox import Inbox, drop_decision
-from bide.engine.store import WriteEvent
+from bide.engine.base import faults
+from bide.engine.base.errors import StoreFull
+from bide.engine.human.inbox import Inbox, drop_decision
+from bide.engine.storage.store import WriteEvent
 
 
 def _ask() -> bide.Flow:

@@ -1,4 +1,4 @@
-"""Waiting for the inbox (engine/inbox_events.py): woken by a file, a rescan or a stop."""
+"""Waiting for the inbox (engine/human/inbox_events.py): woken by a file, a rescan or a stop."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from bide.engine.inbox_events import InboxEvents
+from bide.engine.human.inbox_events import InboxEvents
 
 DEADLINE = 10.0
 

@@ -17,8 +17,8 @@ import bide
 import lmdb
 import pytest
 from bide.cli import main
-from bide.engine.attention import ATTENTION
-from bide.engine.index import (
+from bide.engine.storage.attention import ATTENTION
+from bide.engine.storage.index import (
     APPROVALS,
     CHECKSUMMED,
     FRAMED,
@@ -29,10 +29,10 @@ from bide.engine.index import (
     read_index,
     runlog_key,
 )
-from bide.engine.latest import SEGMENTS, STATE
-from bide.engine.lmdb_layout import MAX_DBS
-from bide.engine.lmdb_store import META, STORE_FORMAT, LMDBReader, TxnTables, existing_dbs
-from bide.engine.store import LEASES
+from bide.engine.storage.latest import SEGMENTS, STATE
+from bide.engine.storage.lmdb_layout import MAX_DBS
+from bide.engine.storage.lmdb_store import META, STORE_FORMAT, LMDBReader, TxnTables, existing_dbs
+from bide.engine.storage.store import LEASES
 from bide.formats import CorruptIndex, pack_value, unpack_value
 from cli_world import DECIDED, FLOWS, NOTIFIED, home, template  # noqa: F401 - fixtures
 from click.testing import CliRunner

@@ -158,7 +158,7 @@ def test_reconciler_that_raises_is_unknown_and_its_error_is_kept(engine):
     engine.register(one_node_flow("pay", lambda s, ctx: {"x": ctx.tool(charge, 5)}))
     engine.submit("pay", run_id="rp")
     # an intent with no outcome, as a crash between prepare and complete leaves it
-    from bide.engine.context import args_digest
+    from bide.engine.run.context import args_digest
     engine.store.commit([IntentPrepared(
         run_id="rp", task="0:act:0", index=0, tool="charge",
         digest=compact_digest(args_digest("charge", (5,), {})))])
@@ -182,6 +182,6 @@ def test_idempotency_key_is_stable_and_passed(engine):
     engine.start("idem", run_id="ri")
     (k1, k2) = keys
     assert k1 != k2 and k1.startswith("bide-")
-    from bide.engine.context import idempotency_key
+    from bide.engine.run.context import idempotency_key
     assert k1 == idempotency_key("ri", "0:act:0#0")
     assert [i["idempotency_key"] for i in engine.intents("ri")] == [k1, k2]

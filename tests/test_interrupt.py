@@ -17,7 +17,7 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine.executor import Execution
+from bide.engine.run.executor import Execution
 from conftest import APPS, count_lines, run_app
 
 

@@ -1,8 +1,8 @@
 """A commit reuses what the run's last commit decoded or packed, never at the cost of a byte.
 
 The commit fence's run head, the latest-state directory and a list's open tail are
-kept by their bytes (engine/kept.py; engine/index.py ``take_head``, engine/latest.py
-``_take_directory`` and ``_take_tail``):
+kept by their bytes (engine/storage/kept.py; engine/storage/index.py ``take_head``,
+engine/storage/latest.py ``_take_directory`` and ``_take_tail``):
 reused only while the stored bytes are the ones they were packed to. The head is
 packed without walking its scalar fields (``pack_head``): the same bytes as
 ``pack_value``, which golden tests pin.
@@ -15,9 +15,9 @@ from typing import Any
 
 import bide
 from bide.bench.workloads import Workload
-from bide.engine import index, latest
-from bide.engine.index import RunHead, keep_head, pack_head, take_head
-from bide.engine.vocabulary import Status
+from bide.engine.base.vocabulary import Status
+from bide.engine.storage import index, latest
+from bide.engine.storage.index import RunHead, keep_head, pack_head, take_head
 from bide.formats import Checkpoint, pack_value
 from cost_helpers import DictTables
 
@@ -103,8 +103,8 @@ def test_chain_commits_keep_their_head(tmp_path, monkeypatch):
 
 
 def _head_bytes_after(home, decode_every_time: bool) -> list[bytes]:
-    from bide.engine.index import RUNS
-    from bide.engine.lmdb_store import LMDBStore
+    from bide.engine.storage.index import RUNS
+    from bide.engine.storage.lmdb_store import LMDBStore
     from bide.formats import LeaseAcquired, RunCreated, StatusChanged
 
     store = LMDBStore(home, durability="fast")

@@ -21,11 +21,11 @@ from extras import need
 need("langgraph.checkpoint.base")
 
 from bide.cli import main  # noqa: E402
-from bide.engine import langgraph_index as lg  # noqa: E402
-from bide.engine.index import read_index  # noqa: E402
-from bide.engine.langgraph_store import Threads  # noqa: E402
-from bide.engine.lmdb_layout import MAX_DBS  # noqa: E402
-from bide.engine.lmdb_store import META, LMDBReader, existing_dbs  # noqa: E402
+from bide.engine.langgraph.store import Threads  # noqa: E402
+from bide.engine.storage import langgraph_index as lg  # noqa: E402
+from bide.engine.storage.index import read_index  # noqa: E402
+from bide.engine.storage.lmdb_layout import MAX_DBS  # noqa: E402
+from bide.engine.storage.lmdb_store import META, LMDBReader, existing_dbs  # noqa: E402
 from bide.formats import CorruptIndex  # noqa: E402
 from bide.langgraph import BideSaver  # noqa: E402
 from click.testing import CliRunner  # noqa: E402

@@ -25,8 +25,8 @@ need("langgraph.graph")
 
 import psycopg  # noqa: E402
 from bide.cli import main  # noqa: E402
-from bide.engine.pg_store import PostgresStore  # noqa: E402
-from bide.engine.vocabulary import Status  # noqa: E402
+from bide.engine.base.vocabulary import Status  # noqa: E402
+from bide.engine.postgres.store import PostgresStore  # noqa: E402
 from bide.formats.langgraph_records import LGBlob  # noqa: E402
 from bide.langgraph import BideSaver  # noqa: E402
 from click.testing import CliRunner  # noqa: E402

@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 need("langgraph.checkpoint.base")
 need("langgraph.graph")
 
-from bide.engine.index import DERIVED, apply  # noqa: E402
-from bide.engine.langgraph_store import NotALangGraphThread, needed  # noqa: E402
-from bide.engine.lmdb_store import LMDBStore  # noqa: E402
+from bide.engine.langgraph.store import NotALangGraphThread, needed  # noqa: E402
+from bide.engine.storage.index import DERIVED, apply  # noqa: E402
+from bide.engine.storage.lmdb_store import LMDBStore  # noqa: E402
 from bide.formats import RunCreated, decode  # noqa: E402
 from bide.formats.langgraph_records import LGBlob  # noqa: E402
 from bide.langgraph import BideSaver  # noqa: E402
@@ -541,7 +541,7 @@ def test_async_graph_and_async_list(saver: BideSaver):
 def test_durability_is_checked_and_the_core_does_not_import_langgraph(tmp_path: Path):
     with pytest.raises(ValueError, match="durability"):
         BideSaver(tmp_path / "h", durability="sync")
-    code = ("import sys, bide, bide.engine.index, bide.engine.langgraph_store, "
+    code = ("import sys, bide, bide.engine.storage.index, bide.engine.langgraph.store, "
             "bide.formats.langgraph_records; "
             "sys.exit(any(m.split('.')[0] == 'langgraph' for m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0

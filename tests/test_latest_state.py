@@ -1,4 +1,4 @@
-"""The latest-state index (engine/latest.py): reads that stay flat in a run's length.
+"""The latest-state index (engine/storage/latest.py): reads that stay flat in a run's length.
 
 It is a derived table: it must equal what a replay of the log gives (the state
 itself, and its bytes, which doctor compares), on both backends, after prune,
@@ -18,10 +18,11 @@ import bide
 import pytest
 from bide.bench.workloads import Workload
 from bide.cli import main
-from bide.engine import latest, maintenance
-from bide.engine.lmdb_store import META, STORE_FORMAT, LMDBReader, TxnTables
-from bide.engine.memory_store import MemoryStore, forget_all
-from bide.engine.state import materialize, replay
+from bide.engine.run.state import materialize, replay
+from bide.engine.storage import latest
+from bide.engine.storage.lmdb_store import META, STORE_FORMAT, LMDBReader, TxnTables
+from bide.engine.storage.memory_store import MemoryStore, forget_all
+from bide.engine.upkeep import maintenance
 from bide.formats import Checkpoint, PendingWrite, RunCreated
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -206,7 +207,7 @@ def replayable(state: dict[str, Any], op: tuple[str, str, Any]) -> bool:
 
 def applied(state: dict[str, Any], ops: list[tuple[str, str, Any]]) -> list[Any]:
     """Apply to ``state`` the ops a replay can apply, one by one; return those."""
-    from bide.engine.state import apply_op
+    from bide.engine.run.state import apply_op
 
     kept = []
     for op in ops:

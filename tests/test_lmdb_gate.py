@@ -1,4 +1,4 @@
-"""The read/write gate of a process's LMDB transactions (engine/lmdb_store.py ``_Gate``):
+"""The read/write gate of a process's LMDB transactions (engine/storage/lmdb_store.py ``_Gate``):
 a Ctrl-C while a map resize waits for the other threads' transactions leaves no resize
 pending, so the process's next transactions (the run's INTERRUPTED record) go on."""
 
@@ -8,7 +8,7 @@ import signal
 import threading
 
 import pytest
-from bide.engine.lmdb_store import _Gate
+from bide.engine.storage.lmdb_store import _Gate
 
 DEADLINE = 10.0
 

@@ -17,9 +17,9 @@ import bide
 import lmdb
 from bide.bench.layout_model import bide_pages, model_pages
 from bide.cli import main
-from bide.engine.lmdb_layout import LEGACY_ONLY, MAX_DBS
-from bide.engine.lmdb_store import META, LMDBReader, LMDBStore, existing_dbs
-from bide.engine.state import replay
+from bide.engine.run.state import replay
+from bide.engine.storage.lmdb_layout import LEGACY_ONLY, MAX_DBS
+from bide.engine.storage.lmdb_store import META, LMDBReader, LMDBStore, existing_dbs
 from bide.formats import RunCreated, StatusChanged
 from click.testing import CliRunner
 from old_homes import finish_the_waiting_run

@@ -1,5 +1,5 @@
 """A thread waiting for a coroutine it sent to an event loop gets an error, not an
-endless wait, when that loop stops first (engine/offload.py ``wait_on_loop``)."""
+endless wait, when that loop stops first (engine/base/offload.py ``wait_on_loop``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine.offload import on_loop
-from bide.engine.watcher import Watcher
+from bide.engine.base.offload import on_loop
+from bide.engine.ops.watcher import Watcher
 from polling import wait_for
 
 DEADLINE = 10.0

@@ -16,9 +16,10 @@ import bide
 import cli_world
 import pytest
 from bide.cli import main
-from bide.engine import compaction, faults, maintenance
-from bide.engine.index import RUNLOG, RUNS, ApprovalState, RunHead, runlog_key
-from bide.engine.lmdb_store import LOG, TxnTables
+from bide.engine.base import faults
+from bide.engine.storage.index import RUNLOG, RUNS, ApprovalState, RunHead, runlog_key
+from bide.engine.storage.lmdb_store import LOG, TxnTables
+from bide.engine.upkeep import compaction, maintenance
 from bide.formats import (
     Checkpoint,
     LeaseAcquired,

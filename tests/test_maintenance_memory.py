@@ -38,7 +38,7 @@ def test_memory_does_not_grow_with_the_home(homes: dict[int, Path], command: str
 def test_the_run_walk_still_finds_what_the_index_lost_or_made_up(home: Path) -> None:
     """The walk goes through the run log index, so it must catch that index's damage too:
     a run it no longer lists at all, an entry that leads nowhere, a head nobody implies."""
-    from bide.engine.index import RUNLOG, RUNS, runlog_key
+    from bide.engine.storage.index import RUNLOG, RUNS, runlog_key
     from bide.formats import pack_value
     from test_maintenance import cli, raw_write
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import bide
-from bide.engine.memory_store import MemoryStore
+from bide.engine.storage.memory_store import MemoryStore
 
 TESTS = Path(__file__).parent
 SUITES = ("test_runtime.py", "test_intents.py", "test_approvals.py")
@@ -43,7 +43,7 @@ def test_an_engine_on_a_memory_store_runs_and_reopens(tmp_path: Path) -> None:
 
 
 def test_doctor_prune_and_stats_work_on_a_memory_store(tmp_path: Path) -> None:
-    from bide.engine import maintenance
+    from bide.engine.upkeep import maintenance
 
     flow = bide.Flow("steps")
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import bide
 import pytest
 from bide.cli import main
-from bide.engine import compaction
-from bide.engine.inbox import drop_decision
-from bide.engine.watcher import Watcher
+from bide.engine.human.inbox import drop_decision
+from bide.engine.ops.watcher import Watcher
+from bide.engine.upkeep import compaction
 from click.testing import CliRunner
 
 NOBODY = 65534

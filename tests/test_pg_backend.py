@@ -12,8 +12,8 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine import maintenance
-from bide.engine.errors import NotAHome
+from bide.engine.base.errors import NotAHome
+from bide.engine.upkeep import maintenance
 from extras import need
 
 need("psycopg")
@@ -104,9 +104,9 @@ def test_the_cli_reads_and_keeps_a_postgresql_home(pg_url: str, tmp_path: Path,
 
 
 def test_bad_urls_and_an_unreachable_server_are_clear_errors(tmp_path: Path) -> None:
-    from bide.engine.errors import StoreError
-    from bide.engine.pg_home import redacted
-    from bide.engine.pg_store import PostgresStore
+    from bide.engine.base.errors import StoreError
+    from bide.engine.postgres.home import redacted
+    from bide.engine.postgres.store import PostgresStore
 
     with pytest.raises(ValueError, match="postgresql:// URL"):
         PostgresStore("mysql://x/db")
@@ -122,7 +122,7 @@ def test_bad_urls_and_an_unreachable_server_are_clear_errors(tmp_path: Path) -> 
 
 
 def test_durability_maps_to_synchronous_commit(pg_url: str) -> None:
-    from bide.engine.pg_store import PostgresStore
+    from bide.engine.postgres.store import PostgresStore
 
     for durability, setting in (("durable", "on"), ("fast", "off")):
         store = PostgresStore(pg_url, durability=durability)

@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from bide.engine import maintenance
+from bide.engine.upkeep import maintenance
 from bide.formats import LeaseAcquired, RunCreated, StatusChanged
 from extras import need
 
 psycopg = need("psycopg")
-from bide.engine.pg_store import PostgresStore  # noqa: E402  (needs psycopg)
+from bide.engine.postgres.store import PostgresStore  # noqa: E402  (needs psycopg)
 
 WAIT = 10.0  # seconds any wait in these tests may take before it counts as a hang
 TIMEOUTS = "options=-c%20statement_timeout%3D20000%20-c%20lock_timeout%3D20000"

@@ -1,4 +1,4 @@
-"""Every PostgreSQL connection bide opens asks for TCP liveness checks (engine/pg_connect.py),
+"""Every PostgreSQL connection bide opens asks for TCP liveness checks (engine/postgres/connect.py),
 so a server host that vanishes fails a commit, a follow or the listener within about a
 minute instead of the kernel's ~15; a URL's own values win.
 
@@ -11,9 +11,9 @@ from extras import need
 
 need("psycopg")
 
-from bide.engine import pg_connect  # noqa: E402
-from bide.engine.pg_follow import PgFollowFeed  # noqa: E402
-from bide.engine.pg_store import PostgresStore  # noqa: E402
+from bide.engine.postgres import connect as pg_connect  # noqa: E402
+from bide.engine.postgres.follow import PgFollowFeed  # noqa: E402
+from bide.engine.postgres.store import PostgresStore  # noqa: E402
 
 
 def _options(conn) -> dict[str, str]:

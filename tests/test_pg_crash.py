@@ -24,9 +24,9 @@ from pathlib import Path
 import bide
 import pytest
 from bide import Status
-from bide.engine import maintenance
-from bide.engine.faults import FAULT_POINTS
-from bide.engine.inbox import drop_decision
+from bide.engine.base.faults import FAULT_POINTS
+from bide.engine.human.inbox import drop_decision
+from bide.engine.upkeep import maintenance
 from conftest import APPS, count_lines, run_app
 from extras import need
 from test_children_crash import CHILD_POINTS  # its tests kill at them on PostgreSQL too

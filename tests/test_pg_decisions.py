@@ -23,9 +23,9 @@ import bide
 import cli_world
 import pytest
 from bide.cli import main
-from bide.engine.errors import ApprovalKeyError, DecisionRefused
-from bide.engine.inbox import FileResult, Inbox, drop_decision
-from bide.engine.signing import MARKER, SETTING, key_id
+from bide.engine.base.errors import ApprovalKeyError, DecisionRefused
+from bide.engine.human.inbox import FileResult, Inbox, drop_decision
+from bide.engine.human.signing import MARKER, SETTING, key_id
 from click.testing import CliRunner
 from extras import need
 

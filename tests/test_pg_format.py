@@ -8,7 +8,7 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine.errors import NewerStore
+from bide.engine.base.errors import NewerStore
 from extras import need
 
 psycopg = need("psycopg")

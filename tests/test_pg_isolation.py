@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from bide.engine.approvals import undecided
-from bide.engine.errors import DecisionRefused, StaleLease, StoreError
-from bide.engine.vocabulary import Decision, Status
+from bide.engine.base.errors import DecisionRefused, StaleLease, StoreError
+from bide.engine.base.vocabulary import Decision, Status
+from bide.engine.run.approvals import undecided
 from bide.formats import (
     ApprovalDecided,
     ApprovalRequested,
@@ -31,7 +31,7 @@ from bide.formats import (
 from extras import need
 
 psycopg = need("psycopg")
-from bide.engine.pg_store import PostgresStore  # noqa: E402  (needs psycopg)
+from bide.engine.postgres.store import PostgresStore  # noqa: E402  (needs psycopg)
 
 WAIT = 20.0  # seconds any wait may take before it counts as a hang
 TIMEOUTS = "options=-c%20statement_timeout%3D20000%20-c%20lock_timeout%3D20000"
@@ -243,10 +243,10 @@ def test_a_commit_that_reads_a_run_it_did_not_name_locks_it_and_runs_again(pg_ur
 
 WORKER = """
 import json, sys
-from bide.engine.approvals import undecided
-from bide.engine.errors import DecisionRefused
-from bide.engine.pg_store import PostgresStore
-from bide.engine.vocabulary import Status
+from bide.engine.run.approvals import undecided
+from bide.engine.base.errors import DecisionRefused
+from bide.engine.postgres.store import PostgresStore
+from bide.engine.base.vocabulary import Status
 from bide.formats import ApprovalDecided, StatusChanged
 url, mode, arg = sys.argv[1:]
 store = PostgresStore(url, durability="fast")
@@ -350,8 +350,8 @@ def test_a_state_with_large_values_folds_as_a_rebuild_would(pg_url, tmp_path):
     """Checkpoint commits prefetch the run's latest-state entries, values over
     ``LARGE`` left to be read when asked: the index still equals a replay's."""
     import bide
-    from bide.engine import maintenance
-    from bide.engine.pg_reader import LARGE
+    from bide.engine.postgres.reader import LARGE
+    from bide.engine.upkeep import maintenance
 
     flow = bide.Flow("big")
 

@@ -15,14 +15,14 @@ from typing import Any
 
 from bide import Status
 from bide.cli import main
-from bide.engine import pg_home
+from bide.engine.postgres import home as pg_home
 from bide.formats import RunCreated, StatusChanged
 from click.testing import CliRunner
 from extras import need
 from pg_outage_helpers import commit_elsewhere, give_up_within, server_away
 
 need("psycopg")
-from bide.engine.pg_store import PostgresStore  # noqa: E402  (needs psycopg)
+from bide.engine.postgres.store import PostgresStore  # noqa: E402  (needs psycopg)
 
 DEADLINE = 30.0
 OUTAGE = 2.5  # longer than a follow's fallback re-read (2 s): a read meets it

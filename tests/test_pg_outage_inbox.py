@@ -16,8 +16,8 @@ from typing import Any
 import bide
 import pytest
 from bide import Decision, Status
-from bide.engine.errors import StoreError
-from bide.engine.inbox import Inbox, drop_decision
+from bide.engine.base.errors import StoreError
+from bide.engine.human.inbox import Inbox, drop_decision
 from bide.formats import ApprovalDecided
 from conftest import APPS
 from extras import need

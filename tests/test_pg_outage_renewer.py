@@ -16,7 +16,7 @@ from typing import Any
 
 import bide
 from bide import Status
-from bide.engine.errors import StaleLease
+from bide.engine.base.errors import StaleLease
 from bide.formats import LeaseAcquired
 from extras import need
 from pg_outage_helpers import give_up_within, server_away

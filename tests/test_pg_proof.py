@@ -30,7 +30,7 @@ from pathlib import Path
 import bide
 import pytest
 from bide import Status
-from bide.engine import maintenance
+from bide.engine.upkeep import maintenance
 from conftest import APPS, count_lines
 from extras import need
 from polling import wait_for

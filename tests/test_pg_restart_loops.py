@@ -18,8 +18,8 @@ import time
 
 import bide
 from bide import Decision, Status
-from bide.engine.inbox import drop_decision
-from bide.engine.serve_events import home_messages, run_messages
+from bide.engine.human.inbox import drop_decision
+from bide.engine.serve.events import home_messages, run_messages
 from bide.formats import SCHEDULES_RUN, RunCreated, StatusChanged
 from conftest import APPS, count_lines
 from extras import need
@@ -27,7 +27,7 @@ from pg_outage_helpers import commit_elsewhere, give_up_within, server_away
 from polling import wait_for
 
 need("psycopg")
-from bide.engine.pg_store import PostgresStore  # noqa: E402  (needs psycopg)
+from bide.engine.postgres.store import PostgresStore  # noqa: E402  (needs psycopg)
 
 sys.path.insert(0, str(APPS))
 import schedule_app  # noqa: E402
@@ -221,7 +221,7 @@ def test_a_connection_dropped_while_it_is_set_up_is_made_again(pg_cluster, pg_ur
     it, and it stopped a watcher's schedules thread ("schedules failed (OperationalError:
     consuming input failed ...)"); now it is made again, as a refused one is."""
     import psycopg
-    from bide.engine import pg_store
+    from bide.engine.postgres import store as pg_store
 
     store = PostgresStore(pg_url, durability="durable", reconnect_timeout=5.0)
     store.commit([RunCreated(run_id="r", flow="job", at=1.0)])

@@ -31,11 +31,11 @@ from extras import need
 from polling import wait_for
 
 psycopg = need("psycopg")
-from bide.engine import pg_store  # noqa: E402  (needs psycopg)
-from bide.engine.blocking import BLOCKED  # noqa: E402
-from bide.engine.errors import StaleLease  # noqa: E402
-from bide.engine.pg_listen import CHANNEL  # noqa: E402
-from bide.engine.pg_store import PostgresStore  # noqa: E402
+from bide.engine.base.errors import StaleLease  # noqa: E402
+from bide.engine.postgres import store as pg_store  # noqa: E402  (needs psycopg)
+from bide.engine.postgres.listen import CHANNEL  # noqa: E402
+from bide.engine.postgres.store import PostgresStore  # noqa: E402
+from bide.engine.run.blocking import BLOCKED  # noqa: E402
 
 sys.path.insert(0, str(APPS))
 import wake_app  # noqa: E402

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine.home_config import HomeConfig
-from bide.engine.inbox import check_fields, parse
+from bide.engine.human.inbox import check_fields, parse
+from bide.engine.upkeep.home_config import HomeConfig
 from extras import need
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""One thread renews every lease of the process (engine/renewer.py)."""
+"""One thread renews every lease of the process (engine/run/renewer.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 import time
 
 import bide
-from bide.engine.renewer import Renewer
+from bide.engine.run.renewer import Renewer
 from polling import wait_for
 
 
@@ -77,7 +77,7 @@ def test_a_run_longer_than_its_lease_keeps_it_and_no_thread_per_run(tmp_path):
 def test_a_renewal_failing_with_a_store_error_is_tried_again_and_said_once(caplog):
     """A store outage (StoreError) does not end the lease's renewals: they go on,
     backing off, and the renewer says so once per outage and once when it is over."""
-    from bide.engine.errors import StoreError
+    from bide.engine.base.errors import StoreError
 
     calls, away = {"n": 0}, threading.Event()
     away.set()
@@ -106,7 +106,7 @@ def test_a_renewal_that_fails_after_its_lease_ended_is_not_reported(caplog):
     """The lease ends (its run finished, its engine closed the store) while the renewer
     is renewing it: the closed store's error is no outage, so nothing is said (it was
     said as one, into whatever test ran next)."""
-    from bide.engine.errors import StoreError
+    from bide.engine.base.errors import StoreError
 
     calls: dict[str, int] = {"n": 0}
     ended = threading.Event()

@@ -56,8 +56,8 @@ def test_a_watcher_writes_again_the_request_file_a_killed_worker_left_unwritten(
 
 
 def test_decided_and_expired_requests_are_not_written_again(tmp_path):
-    from bide.engine.approvals import Doors, write_missing_requests
-    from bide.engine.index import ApprovalState
+    from bide.engine.run.approvals import Doors, write_missing_requests
+    from bide.engine.storage.index import ApprovalState
 
     def state(approval_id, **kw):
         return ApprovalState(run_id="r", approval_id=approval_id, kind="approval", node="n",

@@ -1,4 +1,4 @@
-"""Each rule about where a run stands, once (``engine/run_view.py``), over a hand-built log."""
+"""Each rule about where a run stands, once (``engine/run/run_view.py``), over a hand-built log."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 from bide import UnknownVersion
-from bide.engine.index import ApprovalState, RunHead
-from bide.engine.run_view import (
+from bide.engine.run.run_view import (
     RunView,
     ended,
     expired,
@@ -22,6 +21,7 @@ from bide.engine.run_view import (
     settled,
     unfolded_from,
 )
+from bide.engine.storage.index import ApprovalState, RunHead
 from bide.formats import Checkpoint, PendingWrite, Record
 
 RUN = "r"

@@ -12,8 +12,8 @@ import sys
 import threading
 
 import bide
-from bide.engine.errors import StoreError
-from bide.engine.schedule_loop import ScheduleLoop
+from bide.engine.base.errors import StoreError
+from bide.engine.ops.schedule_loop import ScheduleLoop
 from conftest import APPS
 from polling import wait_for
 

@@ -12,9 +12,10 @@ from datetime import datetime, timezone
 
 import bide
 import pytest
-from bide.engine import maintenance, schedules
-from bide.engine.schedule_index import ScheduleState
-from bide.engine.watcher import Watcher
+from bide.engine.ops.watcher import Watcher
+from bide.engine.run import schedules
+from bide.engine.storage.schedule_index import ScheduleState
+from bide.engine.upkeep import maintenance
 from conftest import APPS, open_on
 
 sys.path.insert(0, str(APPS))

@@ -18,7 +18,7 @@ from extras import need
 
 ITEMS = 3
 # boundaries of a resume between two pauses (the map_pause_app run, item 0 approved);
-# the resume runs item 0 alone (the others would only pause again: engine/waits.py),
+# the resume runs item 0 alone (the others would only pause again: engine/run/waits.py),
 # so its one map task start is the first
 POINTS = ["after_lease_acquired:1", "map_task_started:1", "after_intent_prepared:1",
           "after_tool_effect:1", "after_intent_completed:1", "after_pending_write:1",

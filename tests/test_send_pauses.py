@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import bide
 import pytest
-from bide.engine import inspect, maintenance
+from bide.engine.read import inspect
+from bide.engine.upkeep import maintenance
 from bide.formats import Checkpoint, CorruptRecord
 from extras import need
 from test_send_durable import POLICIES

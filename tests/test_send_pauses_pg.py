@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bide
 import pytest
-from bide.engine.pg_store import PostgresStore
+from bide.engine.postgres.store import PostgresStore
 from extras import need
 from test_send_pauses import bytes_ratio, pausing_flow
 

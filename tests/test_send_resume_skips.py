@@ -5,7 +5,7 @@ Before, each resume ran again every item still paused (each reached its
 ``ctx.approve`` again and paused again): O(N) node bodies per decision, O(N^2)
 over the map. Now a task whose latest request in the superstep is still open
 (undecided, unexpired, an approval or a question) and none of whose tool calls
-is in doubt is not run: it would pause at the same request (engine/waits.py).
+is in doubt is not run: it would pause at the same request (engine/run/waits.py).
 A counter outside the store counts how often each item's node body started.
 """
 
@@ -17,8 +17,8 @@ from collections import Counter
 
 import bide
 import pytest
-from bide.engine.context import args_digest
-from bide.engine.vocabulary import WAITING
+from bide.engine.base.vocabulary import WAITING
+from bide.engine.run.context import args_digest
 from bide.formats import IntentPrepared
 from bide.formats.records import compact_digest
 from test_send_durable import POLICIES

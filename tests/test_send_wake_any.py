@@ -18,10 +18,10 @@ from pathlib import Path
 import bide
 import pytest
 from bide.bench.crashkit import run_worker, start_worker
-from bide.engine.inbox import drop_decision
-from bide.engine.memory_store import SCHEME, MemoryStore
-from bide.engine.run_view import RunView
-from bide.engine.vocabulary import Decision, Status
+from bide.engine.base.vocabulary import Decision, Status
+from bide.engine.human.inbox import drop_decision
+from bide.engine.run.run_view import RunView
+from bide.engine.storage.memory_store import SCHEME, MemoryStore
 from conftest import APPS, count_lines
 from extras import need
 

@@ -6,7 +6,7 @@ import json
 
 import bide
 import pytest
-from bide.engine.scripting import iso_times
+from bide.engine.read.scripting import iso_times
 from serve_world import FLOWS, TOKEN, client, waiting
 
 

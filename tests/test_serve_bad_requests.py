@@ -200,7 +200,7 @@ def test_an_answer_is_checked_against_the_questions_schema(eng):
 
 
 def test_a_home_that_requires_signatures_refuses_an_unsigned_decision(tmp_path):
-    from bide.engine.inbox import sign
+    from bide.engine.human.inbox import sign
 
     key = b"k" * 32
     with bide.open(tmp_path / "home", durability="fast", approval_key=key) as eng:

@@ -32,7 +32,7 @@ from typing import Any
 import bide
 import pytest
 from bide.bench.crashkit import count_effects, worker_env
-from bide.engine import faults
+from bide.engine.base import faults
 from browser import chromium, unavailable
 from conftest import APPS
 from polling import wait_for
@@ -46,7 +46,7 @@ START_DEADLINE = 30.0  # bide serve answering GET /
 
 # -- the page file, without a browser ---------------------------------------------------
 def page_text() -> str:
-    return importlib.resources.files("bide.engine").joinpath("serve_page.html").read_text()
+    return importlib.resources.files("bide.engine.serve").joinpath("page.html").read_text()
 
 
 class _Refs(html.parser.HTMLParser):

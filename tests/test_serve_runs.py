@@ -7,7 +7,7 @@ import json
 
 import bide
 import pytest
-from bide.engine.scripting import iso_times
+from bide.engine.read.scripting import iso_times
 from serve_world import FLOWS, client
 
 
@@ -130,7 +130,7 @@ def test_a_runs_events_go_on_after_last_event_id(eng):
 
 
 def test_the_description_lists_every_route_of_the_app(eng):
-    from bide.engine.serve_app import make_app
+    from bide.engine.serve.app import make_app
     from starlette.routing import Route
 
     app = make_app(eng, "t" * 40)

@@ -10,7 +10,7 @@ import sys
 
 import bide
 import pytest
-from bide.engine.serve_token import load_token
+from bide.engine.serve.token import load_token
 
 
 def test_a_missing_token_file_is_created_owner_only_with_a_random_token(tmp_path):

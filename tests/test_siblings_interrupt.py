@@ -1,5 +1,5 @@
 """A Ctrl-C that lands in the waiting thread's own task, at any line, still lets the
-superstep's other tasks end, then reaches the caller (engine/siblings.py ``run``)."""
+superstep's other tasks end, then reaches the caller (engine/run/siblings.py ``run``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine import siblings
-from bide.engine.task_threads import TaskThreads
+from bide.engine.run import siblings
+from bide.engine.run.task_threads import TaskThreads
 
 DEADLINE = 10.0
 SOURCE = Path(siblings.__file__)

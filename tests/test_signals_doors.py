@@ -10,8 +10,8 @@ import sys
 import bide
 import pytest
 from bide.cli import main
-from bide.engine.inbox import Inbox, sign
-from bide.engine.signal_files import drop_signal
+from bide.engine.human.inbox import Inbox, sign
+from bide.engine.human.signal_files import drop_signal
 from click.testing import CliRunner
 from conftest import APPS
 from extras import need

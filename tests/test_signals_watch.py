@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import bide
 import pytest
-from bide.engine.signal_files import drop_signal
+from bide.engine.human.signal_files import drop_signal
 from conftest import APPS, watched
 from polling import wait_for
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import bide
 import pytest
 from bide.cli import main
-from bide.engine.inbox import drop_decision
-from bide.engine.signing import MARKER, key_id
-from bide.engine.watcher import Watcher
+from bide.engine.human.inbox import drop_decision
+from bide.engine.human.signing import MARKER, key_id
+from bide.engine.ops.watcher import Watcher
 from cli_world import home, template  # noqa: F401 - fixtures
 from click.testing import CliRunner
 

@@ -20,9 +20,11 @@ import bide
 import pytest
 from bide.bench.memory import run_in_memory
 from bide.bench.workloads import Workload
-from bide.engine import faults, maintenance, tasks
-from bide.engine import store as store_module
-from bide.engine.store import WriteEvent
+from bide.engine.base import faults
+from bide.engine.run import tasks
+from bide.engine.storage import store as store_module
+from bide.engine.storage.store import WriteEvent
+from bide.engine.upkeep import maintenance
 from bide.formats import Checkpoint, decode, encode
 from bide.formats import codec as codec_module
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine import maintenance, siblings, tasks
-from bide.engine.step import StepScope
+from bide.engine.run import siblings, tasks
+from bide.engine.run.step import StepScope
+from bide.engine.upkeep import maintenance
 from bide.formats import PendingWrite
 
-ENGINE = Path(bide.__file__).parent / "engine"
+ENGINE = Path(bide.__file__).parent / "engine" / "run"
 
 
 def imported(module: str) -> set[str]:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import lmdb
 import pytest
-from bide.engine import lmdb_store, memory_store
-from bide.engine.errors import NewerStore, NotAHome, StaleLease, StoreFull
-from bide.engine.lmdb_store import LMDBStore
-from bide.engine.memory_store import MemoryStore
-from bide.engine.vocabulary import Status
+from bide.engine.base.errors import NewerStore, NotAHome, StaleLease, StoreFull
+from bide.engine.base.vocabulary import Status
+from bide.engine.storage import lmdb_store, memory_store
+from bide.engine.storage.lmdb_store import LMDBStore
+from bide.engine.storage.memory_store import MemoryStore
 from bide.formats import LeaseAcquired, PendingWrite, RunCreated, StatusChanged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -37,7 +37,7 @@ BACKENDS = {"lmdb": lambda home, **kw: LMDBStore(home, **kw), "memory": _memory,
 
 def _postgres(request):
     """Homes -> databases of the test cluster: one database per home, the same on reopen."""
-    from bide.engine.pg_store import PostgresStore
+    from bide.engine.postgres.store import PostgresStore
 
     cluster, databases = request.getfixturevalue("pg_cluster"), {}
     request.addfinalizer(lambda: [cluster.drop_database(d) for d in databases.values()])
@@ -220,7 +220,7 @@ def test_reader_in_another_process_while_writing(open_store, tmp_path):
     store.commit([created("r")])
     reader = textwrap.dedent(f"""
         import sys, time
-        from bide.engine.lmdb_store import LMDBStore
+        from bide.engine.storage.lmdb_store import LMDBStore
         s = LMDBStore({str(home)!r}, durability="fast", create=False)
         seen = -1
         deadline = time.monotonic() + 30
@@ -243,7 +243,7 @@ def test_two_processes_grow_the_map_while_writing(tmp_path):
     LMDBStore(home, durability="fast", map_size=64 << 10).close()
     writer = textwrap.dedent(f"""
         import sys
-        from bide.engine.lmdb_store import LMDBStore
+        from bide.engine.storage.lmdb_store import LMDBStore
         from bide.formats import PendingWrite, RunCreated
         s = LMDBStore({str(home)!r}, durability="fast", map_size=64 << 10)
         me = sys.argv[1]
@@ -282,7 +282,7 @@ def test_a_home_another_process_is_creating_is_not_refused(tmp_path, monkeypatch
 def test_processes_creating_one_home_at_once_all_open_it(tmp_path):
     opener = textwrap.dedent("""
         import sys, time
-        from bide.engine.lmdb_store import LMDBStore
+        from bide.engine.storage.lmdb_store import LMDBStore
         while time.time() < float(sys.argv[2]):
             pass
         LMDBStore(sys.argv[1]).close()
@@ -409,7 +409,7 @@ def test_readers_and_scans_see_one_snapshot(open_store):
 
 
 def test_the_core_index_names_no_extension():
-    from bide.engine import extensions, index
+    from bide.engine.storage import extensions, index
     source = Path(index.__file__).read_text().lower()
     assert "langgraph" not in source and " lg" not in source
     for ext in extensions.EXTENSIONS:

@@ -19,7 +19,9 @@ import bide
 import pytest
 from bide.bench.memory import run_in_memory
 from bide.bench.workloads import Workload
-from bide.engine import latest, maintenance, task_threads, tasks
+from bide.engine.run import task_threads, tasks
+from bide.engine.storage import latest
+from bide.engine.upkeep import maintenance
 from bide.formats import Checkpoint
 from cost_helpers import DictTables, run_workload, spy
 

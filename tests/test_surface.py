@@ -13,7 +13,8 @@ import pytest
 CLI = Path(bide.__file__).parent / "cli.py"
 # The CLI may reach inside the package only for text rendering and for the entries of
 # tools that are not the library (each imported where its command runs).
-CLI_INTERNAL = {"engine.render", "engine.scripting", "bench.demo", "bench.command", "bench.torture"}
+CLI_INTERNAL = {"engine.base.render", "engine.read.scripting", "bench.demo", "bench.command",
+                "bench.torture"}
 
 
 def two_steps() -> bide.Flow:

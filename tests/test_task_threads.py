@@ -1,4 +1,4 @@
-"""A run's kept task threads (engine/task_threads.py): ``close`` stops every thread."""
+"""A run's kept task threads (engine/run/task_threads.py): ``close`` stops every thread."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from bide.engine.task_threads import TaskThreads
+from bide.engine.run.task_threads import TaskThreads
 from polling import wait_for
 
 

@@ -24,7 +24,7 @@ PRELUDE = textwrap.dedent('''
     import sys, threading
     import bide
     from bide.engine import maintenance
-    from bide.engine.lmdb_store import LMDBStore
+    from bide.engine.storage.lmdb_store import LMDBStore
 
     home, threads, steps = sys.argv[1], int(sys.argv[2]), 50
     errors = []

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans (bide[otel], engine/tracing.py): run → superstep → node → tool, and
+"""OpenTelemetry spans (bide[otel], engine/run/tracing.py): run → superstep → node → tool, and
 the link a resumed run's span keeps to the earlier worker's, after a pause or a crash."""
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def test_the_link_survives_on_every_store(kind, tmp_path, spans, request):
         need("psycopg")
         engine = bide.open(request.getfixturevalue("pg_url"), local=home, tracer=tracer)
     else:
-        from bide.engine.memory_store import SCHEME, MemoryStore
+        from bide.engine.storage.memory_store import SCHEME, MemoryStore
         engine = bide.open(home, store=MemoryStore(f"{SCHEME}{home}"), tracer=tracer)
     with engine:
         engine.register(traced_app.flow)

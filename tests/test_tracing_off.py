@@ -1,5 +1,5 @@
 """Tracing is off unless asked for: the core runs without OpenTelemetry installed and
-never imports it (engine/tracing.py is loaded by a traced engine only)."""
+never imports it (engine/run/tracing.py is loaded by a traced engine only)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ except bide.ConfigError as exc:
     assert "pip install 'bide[otel]'" in str(exc), exc
 else:
     raise AssertionError("a tracer without OpenTelemetry was accepted")
-loaded = [m for m in sys.modules if m.startswith("opentelemetry") or m == "bide.engine.tracing"]
+loaded = [m for m in sys.modules if m.startswith("opentelemetry") or m == "bide.engine.run.tracing"]
 assert loaded == ["opentelemetry"], loaded
 print("ran untraced")
 """

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine import context
-from bide.engine.context import args_digest
+from bide.engine.run import context
+from bide.engine.run.context import args_digest
 from bide.formats import Checkpoint, PendingWrite, decode, encode
 from conftest import APPS, run_app
 from hypothesis import given, settings
@@ -230,7 +230,7 @@ SET_ARGS = "({'alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta', 'eta', 'theta'},
 
 
 def test_a_set_argument_has_the_same_digest_in_every_process():
-    code = ("from bide.engine.context import args_digest; "
+    code = ("from bide.engine.run.context import args_digest; "
             f"print(args_digest('t', {SET_ARGS}, {{}}))")
     digests = set()
     for seed in ("1", "2", "3"):

@@ -11,7 +11,7 @@ from pathlib import Path
 import bide
 import msgspec
 import pytest
-from bide.engine import vocabulary
+from bide.engine.base import vocabulary
 from bide.formats import ApprovalDecided, StatusChanged
 
 ROOT = Path(bide.__file__).parent

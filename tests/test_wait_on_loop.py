@@ -8,7 +8,7 @@ import asyncio
 import concurrent.futures
 import threading
 
-from bide.engine import offload
+from bide.engine.base import offload
 
 
 class _LateFuture(concurrent.futures.Future):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine.dispatch import Dispatcher
-from bide.engine.inbox import drop_decision
-from bide.engine.watcher import Watcher
+from bide.engine.human.inbox import drop_decision
+from bide.engine.ops.dispatch import Dispatcher
+from bide.engine.ops.watcher import Watcher
 from polling import wait_for
 
 DEADLINE = 30.0

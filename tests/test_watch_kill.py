@@ -11,7 +11,7 @@ import time
 
 import bide
 import pytest
-from bide.engine import maintenance
+from bide.engine.upkeep import maintenance
 from conftest import APPS, count_lines
 from polling import wait_for
 

@@ -16,7 +16,7 @@ import time
 import bide
 import pytest
 from bide.cli import main
-from bide.engine.readiness import notify
+from bide.engine.ops.readiness import notify
 from bide.formats import LeaseAcquired, StatusChanged
 from click.testing import CliRunner
 from conftest import APPS

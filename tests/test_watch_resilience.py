@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import bide
-from bide.engine import maintenance
-from bide.engine.blocking import BLOCKED
-from bide.engine.lmdb_store import LOG, TxnTables
-from bide.engine.watcher import Watcher
+from bide.engine.ops.watcher import Watcher
+from bide.engine.run.blocking import BLOCKED
+from bide.engine.storage.lmdb_store import LOG, TxnTables
+from bide.engine.upkeep import maintenance
 from conftest import APPS
 from polling import wait_for
 

@@ -12,18 +12,16 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..formats import (
+from ...formats import (
     Checkpoint,
     LeaseAcquired,
     PendingWrite,
     StatusChanged,
     check_serializable,
 )
-from ..formats.errors import NotSerializable
-from . import attention, children, faults, inspect, pg_home, schedules, signals, signing, timers
-from .approvals import Doors, check_decision, decided, undecided
-from .blocking import BLOCKED, block_records, describe, signature
-from .errors import (
+from ...formats.errors import NotSerializable
+from ..base import faults
+from ..base.errors import (
     BideError,
     ConfigError,
     FlowMismatch,
@@ -36,27 +34,34 @@ from .errors import (
     UnknownRun,
     UnknownSchedule,
 )
-from .executor import Cursor, Execution
-from .flow import Flow
-from .in_doubt import request_preview
-from .index import RunHead
-from .lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
-from .offload import off_loop
-from .permissions import private_dir
-from .planned import holder, next_of, sends_of
-from .policy import Policy
-from .recovery import RecoveredRun, RecoverOutcome, RecoverReport
-from .run_view import RESUMED, STARTED, RunView, ended
-from .runs import CheckpointInfo, Run, check_run_id, run_records
-from .schedules import Schedule
-from .state import materialize
-from .store import Check, Reader, Store
+from ..base.offload import off_loop
+from ..base.permissions import private_dir
+from ..base.vocabulary import FINISHED, WAITING, Decision, Status, Waiting
+from ..human import signing
+from ..human.in_doubt import request_preview
+from ..postgres import home as pg_home
+from ..read import inspect
+from ..run import children, schedules, signals, timers
+from ..run.approvals import Doors, check_decision, decided, undecided
+from ..run.blocking import BLOCKED, block_records, describe, signature
+from ..run.executor import Cursor, Execution
+from ..run.flow import Flow
+from ..run.planned import holder, next_of, sends_of
+from ..run.policy import Policy
+from ..run.recovery import RecoveredRun, RecoverOutcome, RecoverReport
+from ..run.run_view import RESUMED, STARTED, RunView, ended
+from ..run.runs import CheckpointInfo, Run, check_run_id, run_records
+from ..run.schedules import Schedule
+from ..run.state import materialize
+from ..run.waits import still_waiting
+from ..storage import attention
+from ..storage.index import RunHead
+from ..storage.lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
+from ..storage.store import Check, Reader, Store
 from .surface import Surface
-from .vocabulary import FINISHED, WAITING, Decision, Status, Waiting
-from .waits import still_waiting
 
-if TYPE_CHECKING:  # engine/tracing.py imports OpenTelemetry: only a traced engine loads it
-    from .tracing import Tracing
+if TYPE_CHECKING:  # engine/run/tracing.py imports OpenTelemetry: only a traced engine loads it
+    from ..run.tracing import Tracing
 
 
 class Engine(Surface):
@@ -74,12 +79,12 @@ class Engine(Surface):
                  requests: str | os.PathLike[str] | None = None, tracer: Any = None) -> None:
         self.tracing: Tracing | None = None
         if tracer is not None:  # only a traced engine imports OpenTelemetry (bide[otel])
-            from .optional import load
+            from ..base.optional import load
             try:
                 load("opentelemetry.trace", "otel", "tracing")
             except ImportError as exc:
                 raise ConfigError("tracer=", f"{exc}") from None
-            from .tracing import Tracing
+            from ..run.tracing import Tracing
             self.tracing = Tracing(tracer)
         url = None
         if pg_home.is_url(home):  # the records in that database; this host's files in `local`
@@ -541,7 +546,7 @@ class Engine(Surface):
                  check_flow: bool = True) -> Schedule:
         """Record (or replace) schedule ``name``: ``bide watch`` starts one run of ``flow``
         with ``input`` per slot, every ``every`` seconds (aligned to the epoch) or at each
-        time ``cron`` names (UTC, or ``tz``). See ``engine/schedules.py``.
+        time ``cron`` names (UTC, or ``tz``). See ``engine/run/schedules.py``.
 
         ``check_flow=False`` records a flow this process has not registered (``bide
         schedule`` without ``--app``); a watcher whose app lacks it logs and skips it.
@@ -694,7 +699,7 @@ def open(home: str | os.PathLike[str] = ".bide", *,  # noqa: A001
         requests: the directory request files are written to (default ``requests/`` in
             the home; with a PostgreSQL home, in ``local`` if given, else none).
         tracer: an OpenTelemetry ``Tracer`` (``pip install 'bide[otel]'``): spans for
-            run → superstep → node → tool call (engine/tracing.py). None: no tracing.
+            run → superstep → node → tool call (engine/run/tracing.py). None: no tracing.
     """
     return Engine(home, durability=durability, create=create, map_size=map_size,
                   max_size=max_size, lease_ttl=lease_ttl, approval_key=approval_key,

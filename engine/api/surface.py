@@ -18,14 +18,16 @@ from collections.abc import AsyncIterator, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from . import deliver, inspect, maintenance, operations, signal_files, signing
-from . import follow as following
-from .events import Event
-from .maintenance import DoctorReport, PruneReport
-from .vocabulary import Status
+from ..base.vocabulary import Status
+from ..human import deliver, signal_files, signing
+from ..read import follow as following
+from ..read import inspect
+from ..read.events import Event
+from ..upkeep import maintenance, operations
+from ..upkeep.maintenance import DoctorReport, PruneReport
 
 if TYPE_CHECKING:
-    from .host import Host
+    from ..run.host import Host
 
 
 class Surface:

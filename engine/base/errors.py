@@ -79,13 +79,13 @@ from __future__ import annotations
 from typing import Any
 
 # re-exported: the whole tree is importable from here
-from ..formats.errors import BideError as BideError
-from ..formats.errors import CorruptIndex as CorruptIndex
-from ..formats.errors import CorruptRecord as CorruptRecord
-from ..formats.errors import NewerSchema as NewerSchema
-from ..formats.errors import NotSerializable as NotSerializable
-from ..formats.errors import RecordError as RecordError
-from ..formats.errors import UnknownRecordType as UnknownRecordType
+from ...formats.errors import BideError as BideError
+from ...formats.errors import CorruptIndex as CorruptIndex
+from ...formats.errors import CorruptRecord as CorruptRecord
+from ...formats.errors import NewerSchema as NewerSchema
+from ...formats.errors import NotSerializable as NotSerializable
+from ...formats.errors import RecordError as RecordError
+from ...formats.errors import UnknownRecordType as UnknownRecordType
 
 
 class NotFound(BideError):
@@ -250,7 +250,7 @@ class ServeError(ConfigError):
 
 
 class PackError(BideError):
-    """``bide pack`` could not write the file (engine/pack.py); the message says why."""
+    """``bide pack`` could not write the file (engine/upkeep/pack.py); the message says why."""
 
 
 class MissingExtra(BideError, ImportError):

@@ -28,8 +28,8 @@ class Status(_Word):
     WAITING_APPROVAL = "WAITING_APPROVAL"
     WAITING_INPUT = "WAITING_INPUT"  # ``ctx.ask``: a person's answer (a value)
     SLEEPING = "SLEEPING"  # ``ctx.sleep``: a durable timer; a watcher resumes it when due
-    WAITING_SIGNAL = "WAITING_SIGNAL"  # ``ctx.wait_for``: a signal (engine/signals.py)
-    WAITING_CHILD = "WAITING_CHILD"  # ``ctx.child``: child runs to end (engine/children.py)
+    WAITING_SIGNAL = "WAITING_SIGNAL"  # ``ctx.wait_for``: a signal (engine/run/signals.py)
+    WAITING_CHILD = "WAITING_CHILD"  # ``ctx.child``: child runs to end (engine/run/children.py)
     NEEDS_RECONCILIATION = "NEEDS_RECONCILIATION"
     INTERRUPTED = "INTERRUPTED"
     DONE = "DONE"

@@ -20,14 +20,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..formats import check_serializable
+from ...formats import check_serializable
+from ..base.vocabulary import Decision
+from ..run.approvals import decided, undecided
+from ..run.host import Host
+from ..storage.index import ApprovalState
+from ..storage.store import Reader
 from . import signing
-from .approvals import decided, undecided
-from .host import Host
 from .inbox import NO_VALUE, drop_decision
-from .index import ApprovalState
-from .store import Reader
-from .vocabulary import Decision
 
 
 def shared(engine: Host) -> bool:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..formats import IntentPrepared, RecordError
-from .index import ApprovalState
-from .store import Reader
-from .vocabulary import Waiting
+from ...formats import IntentPrepared, RecordError
+from ..base.vocabulary import Waiting
+from ..storage.index import ApprovalState
+from ..storage.store import Reader
 
 
 def request_preview(reader: Reader, req: ApprovalState) -> str | None:

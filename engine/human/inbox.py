@@ -23,13 +23,14 @@ from typing import Any
 
 import msgspec
 
-from . import faults, signal_files, signing
-from .approvals import atomic_write_json, check_decision, decided
-from .errors import AlreadyDecided, BideError, StoreError, StoreFull
-from .index import ApprovalState
-from .permissions import private_dir, trusted_uid
-from .store import Reader
-from .vocabulary import Decision
+from ..base import faults
+from ..base.errors import AlreadyDecided, BideError, StoreError, StoreFull
+from ..base.permissions import private_dir, trusted_uid
+from ..base.vocabulary import Decision
+from ..run.approvals import atomic_write_json, check_decision, decided
+from ..storage.index import ApprovalState
+from ..storage.store import Reader
+from . import signal_files, signing
 
 MAX_BYTES = 64 * 1024
 FIELDS = {"approval_id", "decision", "by", "reason", "run_id", "digest", "sig", "result",

@@ -17,14 +17,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..formats import SignalSent, check_serializable
-from ..formats.errors import NotSerializable
-from . import signals, signing
-from .approvals import atomic_write_json
-from .errors import SignalRefused
-from .host import Host
-from .signals import Queue
-from .store import Reader
+from ...formats import SignalSent, check_serializable
+from ...formats.errors import NotSerializable
+from ..base.errors import SignalRefused
+from ..run import signals
+from ..run.approvals import atomic_write_json
+from ..run.host import Host
+from ..run.signals import Queue
+from ..storage.store import Reader
+from . import signing
 
 FIELDS = {"signal", "run_id", "data", "by", "sig"}
 SIGNED = ("signal", "run_id", "data", "by")

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .approvals import atomic_write_json
-from .errors import ApprovalKeyError
+from ..base.errors import ApprovalKeyError
+from ..run.approvals import atomic_write_json
 
 MARKER = "signing.json"
 SETTING = "signing"  # the marker's key among a shared store's settings

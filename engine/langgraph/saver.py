@@ -11,7 +11,7 @@ log as bide's own runs, so ``bide runs``/``bide log``/``bide doctor`` see it. Th
 home is a directory (LMDB) or a ``postgresql://`` URL (``pip install bide[postgres]``):
 the same records, in the database every host shares.
 Channel values are stored once per (channel, version), lists that only grew as
-the appended items (``engine/langgraph_store.py``); writes keep LangGraph's order
+the appended items (``engine/langgraph/store.py``); writes keep LangGraph's order
 with fixed-width indexes and follow the SQLite saver's rules.
 
 ``durability`` is bide's: ``"durable"`` fsyncs every commit (survives power
@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import CorruptRecord, MissingExtra, StoreError
+from ..base.errors import CorruptRecord, MissingExtra, StoreError
 
 try:  # the langgraph extra: the class below subclasses LangGraph's saver
     from langchain_core.runnables import RunnableConfig
@@ -58,10 +58,10 @@ except ModuleNotFoundError as exc:
     raise MissingExtra("bide.langgraph.BideSaver", extra="langgraph",
                        module=exc.name or "langgraph") from exc
 
-from ..langgraph_store import Stored, Threads
-from ..lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
-from ..pg_home import is_url, open_store
-from ..store import Store
+from ..postgres.home import is_url, open_store
+from ..storage.lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
+from ..storage.store import Store
+from .store import Stored, Threads
 
 _ERROR = "__error__"
 _BATCH = 32

@@ -25,11 +25,11 @@ from typing import Any
 
 import msgspec
 
-from ..formats import Record, RunCreated
-from ..formats.langgraph_records import LGBlob, LGCheckpoint, LGWrites, Version
-from .errors import NotALangGraphThread
-from .index import RUNLOG, runlog_key
-from .langgraph_index import (
+from ...formats import Record, RunCreated
+from ...formats.langgraph_records import LGBlob, LGCheckpoint, LGWrites, Version
+from ..base.errors import NotALangGraphThread
+from ..storage.index import RUNLOG, runlog_key
+from ..storage.langgraph_index import (
     LG,
     blob_key,
     blob_seq,
@@ -46,7 +46,7 @@ from .langgraph_index import (
     write_key,
     writes_prefix,
 )
-from .store import Later, Reader, Store
+from ..storage.store import Later, Reader, Store
 
 FLOW = "langgraph"
 MAX_CHAIN = 32

@@ -3,7 +3,7 @@
 From LMDB to PostgreSQL and back (or LMDB to LMDB, PostgreSQL to PostgreSQL, or
 any ``Store`` object such as ``MemoryStore``). Decisions, and why:
 
-- **Seqs are kept** (``engine/restore.py``): records name other records by seq,
+- **Seqs are kept** (``engine/storage/restore.py``): records name other records by seq,
   so the destination holds the same bytes at the same seqs, and its derived
   tables are what the same ``index.apply`` makes of them. PostgreSQL's gaps stay
   gaps in LMDB; later commits in the destination go on above the source's last seq.
@@ -39,15 +39,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import faults, pg_home, signing
-from .approvals import Doors, request_of, write_request_file
+from ..api.runtime import Engine
+from ..base import faults
+from ..base.errors import CopyRefused, NotAHome
+from ..human import signing
+from ..postgres import home as pg_home
+from ..run.approvals import Doors, request_of, write_request_file
+from ..run.run_view import RunView
+from ..storage.restore import Row
+from ..storage.store import Reader, Store
+from ..upkeep.maintenance import DoctorReport, doctor
 from .copy_verify import differences
-from .errors import CopyRefused, NotAHome
-from .maintenance import DoctorReport, doctor
-from .restore import Row
-from .run_view import RunView
-from .runtime import Engine
-from .store import Reader, Store
 
 BATCH_RECORDS = 500  # records per destination transaction
 BATCH_BYTES = 4 << 20  # ...or fewer, when they are large

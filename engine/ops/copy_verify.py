@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..formats import CorruptIndex
-from .index import DERIVED, RUNLOG, read_index, seq_key, seq_of
-from .store import Reader
+from ...formats import CorruptIndex
+from ..storage.index import DERIVED, RUNLOG, read_index, seq_key, seq_of
+from ..storage.store import Reader
 
 LIMIT = 10  # differences named before the rest are only counted
 

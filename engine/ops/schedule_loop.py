@@ -23,12 +23,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..formats.errors import BideError
-from ..formats.schedule_records import SCHEDULES_RUN
-from . import schedules
-from .change_feed import ChangeFeed
-from .errors import raised_at
-from .runtime import Engine
+from ...formats.errors import BideError
+from ...formats.schedule_records import SCHEDULES_RUN
+from ..api.runtime import Engine
+from ..base.errors import raised_at
+from ..run import schedules
+from ..storage.change_feed import ChangeFeed
 
 REREAD = 30.0  # seconds between reads of the schedules when nothing wakes the thread
 MIN_GAP = 0.1  # at most this many reads per second when woken by commits (LMDB: any commit)

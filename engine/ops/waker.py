@@ -29,12 +29,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from ..formats.errors import BideError
-from . import attention
-from .errors import raised_at
-from .index import RunHead
-from .run_view import RunView
-from .runtime import Engine
+from ...formats.errors import BideError
+from ..api.runtime import Engine
+from ..base.errors import raised_at
+from ..run.run_view import RunView
+from ..storage import attention
+from ..storage.index import RunHead
 
 RESCAN = 30.0  # seconds between full rescans when changes are announced
 SLICE = 0.5  # the longest a stop goes unseen while waiting

@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from . import attention
-from .index import RunHead
-from .render import to_json
-from .run_view import RunView
-from .store import Reader
-from .vocabulary import Status, Waiting
+from ..base.render import to_json
+from ..base.vocabulary import Status, Waiting
+from ..run.run_view import RunView
+from ..storage import attention
+from ..storage.index import RunHead
+from ..storage.store import Reader
 
 
 def iso_now(now: float | None = None) -> str:

@@ -40,21 +40,22 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import children, signing
-from .approvals import write_missing_requests
+from ..api.runtime import Engine
+from ..base.errors import StaleLease, StoreError
+from ..base.offload import wait_on_loop
+from ..base.vocabulary import Status
+from ..human import signing
+from ..human.inbox import MAX_BYTES, FileResult, Inbox
+from ..human.inbox_events import InboxEvents
+from ..run import children
+from ..run.approvals import write_missing_requests
+from ..run.recovery import RecoveredRun
+from ..run.run_view import RunView
+from ..run.runs import Run
+from ..storage.index import RunHead
 from .dispatch import Dispatcher
-from .errors import StaleLease, StoreError
-from .inbox import MAX_BYTES, FileResult, Inbox
-from .inbox_events import InboxEvents
-from .index import RunHead
-from .offload import wait_on_loop
 from .readiness import Readiness
-from .recovery import RecoveredRun
-from .run_view import RunView
-from .runs import Run
-from .runtime import Engine
 from .schedule_loop import ScheduleLoop
-from .vocabulary import Status
 from .waker import RESCAN, RETRY, Waker, survey
 from .watch_log import WatchLog, leased_elsewhere
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from .optional import extra
+from ..base.optional import extra
 
 if TYPE_CHECKING:
     import psycopg

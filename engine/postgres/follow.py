@@ -22,9 +22,9 @@ import threading
 import time
 from typing import Any
 
-from .errors import StoreError
-from .pg_connect import connect, psycopg
-from .pg_reader import SCHEMA
+from ..base.errors import StoreError
+from .connect import connect, psycopg
+from .reader import SCHEMA
 
 CHANNEL = "bide_follow"
 PREFIX = "follow "  # meta keys of followers: "follow <md5 of run id> <pid> <backend start>"

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .optional import load
-from .pg_url import is_url as is_url  # re-exported: what callers ask of a home
-from .pg_url import redacted as redacted
+from ..base.optional import load
+from .url import is_url as is_url  # re-exported: what callers ask of a home
+from .url import redacted as redacted
 
 if TYPE_CHECKING:
-    from .pg_store import PostgresStore
+    from .store import PostgresStore
 
 
 def open_store(url: str, *, durability: str, create: bool,
@@ -26,6 +26,6 @@ def open_store(url: str, *, durability: str, create: bool,
         MissingExtra: psycopg (the ``postgres`` extra) is not installed.
     """
     load("psycopg", "postgres", f"{redacted(url)} (a PostgreSQL home)")
-    from .pg_store import PostgresStore
+    from .store import PostgresStore
 
     return PostgresStore(url, durability=durability, create=create, clock=clock)

@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import StoreError
-from .pg_connect import connect, psycopg
+from ..base.errors import StoreError
+from .connect import connect, psycopg
 
 CHANNEL = "bide_wake"
 EVERYTHING = ""  # a payload that names no run: look at every run

@@ -18,19 +18,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-from ..formats import unpack_value
-from .attention import ATTENTION
-from .index import (
+from ...formats import unpack_value
+from ..storage.attention import ATTENTION
+from ..storage.index import (
     APPROVALS,
     RUNS,
     ApprovalState,
     seq_key,
     seq_of,
 )
-from .langgraph_index import LG_TABLES
-from .pg_connect import psycopg
-from .store import LEASES, LOG
-from .table_reads import TableReads
+from ..storage.langgraph_index import LG_TABLES
+from ..storage.store import LEASES, LOG
+from ..storage.table_reads import TableReads
+from .connect import psycopg
 
 SCHEMA = "bide"
 PAGE = 500  # rows per round trip when a scan walks a table

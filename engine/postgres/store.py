@@ -66,15 +66,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple, TypeVar
 
-from ..formats import Checkpoint, Record, encode
-from .errors import NewerStore, NotAHome, StoreError
-from .index import DERIVED, RUNLOG, apply, keys_of, refold_without
-from .latest import STATE
-from .leases import check_fence, renew_if_held
-from .pg_connect import connect, pgerrors, psycopg
-from .pg_follow import PgFollowFeed, notify_statement
-from .pg_listen import CHANNEL, PgListener, payload
-from .pg_reader import (
+from ...formats import Checkpoint, Record, encode
+from ..base.errors import NewerStore, NotAHome, StoreError
+from ..storage.index import DERIVED, RUNLOG, apply, keys_of, refold_without
+from ..storage.latest import STATE
+from ..storage.leases import check_fence, renew_if_held
+from ..storage.restore import COPY_MARKER, Row, restore_rows
+from ..storage.store import Check, Later, Logged, Observed, WriteEvent, numbered
+from ..storage.wakeups import announced
+from .connect import connect, pgerrors, psycopg
+from .follow import PgFollowFeed, notify_statement
+from .listen import CHANNEL, PgListener, payload
+from .reader import (
     CREATE,
     HIGH_WATER,
     SCHEMA,
@@ -86,10 +89,7 @@ from .pg_reader import (
     run_keys,
     run_prefix,
 )
-from .pg_url import is_url, redacted
-from .restore import COPY_MARKER, Row, restore_rows
-from .store import Check, Later, Logged, Observed, WriteEvent, numbered
-from .wakeups import announced
+from .url import is_url, redacted
 
 # 2: records may be short frames (formats/envelope.py) a bide of format 1 cannot read, so
 # the first writable open of a format-1 home marks it 2 and older bides stop at open

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..formats import Record
+from ...formats import Record
+from ..storage.store import Reader
 from .inspect import log_entry
-from .store import Reader
 
 
 @dataclass(frozen=True)

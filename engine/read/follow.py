@@ -25,11 +25,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any, NamedTuple
 
-from .errors import FollowTimeout, StoreError, UnknownRun
+from ..base.errors import FollowTimeout, StoreError, UnknownRun
+from ..base.offload import off_loop
+from ..base.vocabulary import FINISHED, Status
+from ..storage.store import Store
 from .events import Event, read_event
-from .offload import off_loop
-from .store import Store
-from .vocabulary import FINISHED, Status
 
 FALLBACK = 2.0  # seconds between re-reads when no wake-up comes
 BATCH = 500  # events read per snapshot

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from ..formats import (
+from ...formats import (
     ApprovalDecided,
     ApprovalRequested,
     Checkpoint,
@@ -34,20 +34,22 @@ from ..formats import (
     SignalSent,
     StatusChanged,
 )
-from . import children, signals, timers
-from .errors import LangGraphThread, UnknownRun
-from .errors import UnknownKey as UnknownKey  # its old home: `inspect.UnknownKey` keeps working
-from .errors import UnknownVersion as UnknownVersion  # its old home, still imported from here
-from .host import Host
-from .in_doubt import waiting_with_preview
-from .index import RunHead
-from .planned import sends_of
-from .render import clip, due_text, first_line, preview, size
-from .run_view import RunView, owner_alive, status_reason
-from .send import labels_of, next_labels
-from .state import materialize
-from .store import Reader
-from .vocabulary import IN_DOUBT, Decision, Status, Waiting
+from ..base.errors import LangGraphThread, UnknownRun
+from ..base.errors import (
+    UnknownKey as UnknownKey,  # its old home: `inspect.UnknownKey` keeps working
+)
+from ..base.errors import UnknownVersion as UnknownVersion  # its old home, still imported from here
+from ..base.render import clip, due_text, first_line, preview, size
+from ..base.vocabulary import IN_DOUBT, Decision, Status, Waiting
+from ..human.in_doubt import waiting_with_preview
+from ..run import children, signals, timers
+from ..run.host import Host
+from ..run.planned import sends_of
+from ..run.run_view import RunView, owner_alive, status_reason
+from ..run.send import labels_of, next_labels
+from ..run.state import materialize
+from ..storage.index import RunHead
+from ..storage.store import Reader
 
 
 def builtins(record: Record) -> dict[str, Any]:

@@ -10,22 +10,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..formats import ApprovalDecided, ApprovalRequested, digest_bytes, pack
-from . import value_schema
-from .errors import (
+from ...formats import ApprovalDecided, ApprovalRequested, digest_bytes, pack
+from ..base.errors import (
     AlreadyDecided,
     DecisionNotAllowed,
     DecisionRefused,
     InvalidAnswer,
     UnknownApproval,
 )
+from ..base.permissions import private_dir
+from ..base.render import to_json
+from ..base.vocabulary import APPROVAL_DECISIONS, Decision, Waiting
+from ..storage.index import ApprovalState
+from ..storage.store import Reader
+from . import value_schema
 from .host import Doors as Doors  # re-exported: where decisions come in, beside them
-from .index import ApprovalState
-from .permissions import private_dir
-from .render import to_json
 from .run_view import expired
-from .store import Reader
-from .vocabulary import APPROVAL_DECISIONS, Decision, Waiting
 
 
 def approval_id(run_id: str, task: str, index: int, kind: str = "approve") -> str:

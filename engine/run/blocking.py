@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..formats import LeaseReleased, StatusChanged
-from .index import RunHead
+from ...formats import LeaseReleased, StatusChanged
+from ..base.vocabulary import BLOCKED as BLOCKED  # re-exported: the reason a blocked run shows
+from ..base.vocabulary import Status
+from ..storage.index import RunHead
+from ..storage.store import Reader
 from .run_view import finished
-from .store import Reader
-from .vocabulary import BLOCKED as BLOCKED  # re-exported: the reason a blocked run shows
-from .vocabulary import Status
 
 
 def describe(exc: BaseException) -> str:

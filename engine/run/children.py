@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..formats import (
+from ...formats import (
     ChildEnded,
     ChildOf,
     ChildStarted,
@@ -35,9 +35,9 @@ from ..formats import (
     StatusChanged,
     check_serializable,
 )
-from ..formats.errors import NotSerializable
-from . import faults
-from .errors import (
+from ...formats.errors import NotSerializable
+from ..base import faults
+from ..base.errors import (
     ChildFailed,
     InvalidChild,
     Nondeterminism,
@@ -46,12 +46,12 @@ from .errors import (
     StaleLease,
     UnknownFlow,
 )
+from ..base.vocabulary import FINISHED, Status, Waiting
+from ..storage.index import RunHead
+from ..storage.store import Reader
 from .host import Host
-from .index import RunHead
 from .runs import MAX_RUN_ID, Run, run_records
 from .state import materialize
-from .store import Reader
-from .vocabulary import FINISHED, Status, Waiting
 
 if TYPE_CHECKING:
     from .step import StepScope
@@ -270,7 +270,7 @@ def carry_on(engine: ChildRunner, run: Run) -> Run:
 
 async def acarry_on(engine: ChildRunner, run: Run) -> Run:
     """``carry_on`` on the caller's event loop (async nodes of every run share it)."""
-    from .offload import off_loop
+    from ..base.offload import off_loop
 
     parent = await off_loop(tell_parent, engine, run.run_id)
     if not engine.inline_children:

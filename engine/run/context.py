@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from ..formats import (
+from ...formats import (
     ApprovalRequested,
     IntentCompleted,
     IntentPrepared,
@@ -25,11 +25,10 @@ from ..formats import (
     digest_bytes,
     pack,
 )
-from ..formats.errors import NotSerializable
-from ..formats.records import compact_digest, idempotency_key
-from . import children, faults, signals, timers, value_schema
-from .approvals import approval_id, decided, digest_of, question_digest, same_request
-from .errors import (
+from ...formats.errors import NotSerializable
+from ...formats.records import compact_digest, idempotency_key
+from ..base import faults
+from ..base.errors import (
     ContextClosed,
     InvalidAnswer,
     Nondeterminism,
@@ -41,12 +40,8 @@ from .errors import (
     ToolFailed,
     ToolNeedsAwait,
 )
-from .index import IntentState
-from .offload import off_loop, on_loop
-from .run_view import expired
-from .step import StepScope
-from .tools import Outcome, Tool
-from .vocabulary import (
+from ..base.offload import off_loop, on_loop
+from ..base.vocabulary import (
     APPROVAL_DECISIONS,
     INPUT_DECISIONS,
     RECONCILE_DECISIONS,
@@ -54,6 +49,12 @@ from .vocabulary import (
     IntentStatus,
     Waiting,
 )
+from ..storage.index import IntentState
+from . import children, signals, timers, value_schema
+from .approvals import approval_id, decided, digest_of, question_digest, same_request
+from .run_view import expired
+from .step import StepScope
+from .tools import Outcome, Tool
 
 
 class NodeContext:
@@ -69,7 +70,7 @@ class NodeContext:
         self.attempt = attempt
         self._calls = 0
         # index -> what the call returned, if a str or bytes: a checkpoint may name it
-        # instead of storing it again (engine/call_refs.py)
+        # instead of storing it again (engine/storage/call_refs.py)
         self.results: dict[int, Any] = {}
         self._asks = 0
         self._sleeps = 0
@@ -239,7 +240,7 @@ class NodeContext:
         After ``timeout`` seconds (counted from the first call) returns ``default``.
 
         Waits of one node are numbered in call order, so each keeps the signal it took
-        when the node runs again (engine/signals.py).
+        when the node runs again (engine/run/signals.py).
         """
         self._check_open("wait_for")
         if timeout is not None and timeout < 0:
@@ -488,7 +489,7 @@ class _ToolCall:
         faults.point("after_intent_prepared")
 
     def _complete(self, attempt: int, **fields: Any) -> None:
-        """Hold the outcome: it rides in the task's next commit (engine/held.py).
+        """Hold the outcome: it rides in the task's next commit (engine/run/held.py).
 
         Its time is stored as the milliseconds since this call's prepare (``took``,
         a byte or two) when there is one and the clock did not go back."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ..formats import (
+from ...formats import (
     ApprovalRequested,
     Checkpoint,
     LeaseReleased,
@@ -23,23 +23,24 @@ from ..formats import (
     Record,
     StatusChanged,
 )
-from . import faults, timers
+from ..base import faults
+from ..base.errors import Paused, StaleLease, StoreFull
+from ..base.offload import off_loop
+from ..base.vocabulary import Status, Waiting, pause_status
+from ..storage.call_refs import refer, shorten
+from ..storage.store import Store
+from . import timers
 from .approvals import Doors, write_request_file
-from .call_refs import refer, shorten
-from .errors import Paused, StaleLease, StoreFull
 from .flow import Flow
 from .full_disk import release_on_full_store
 from .held import HeldOutcomes
-from .offload import off_loop
 from .policy import Policy
 from .renewer import renewer
 from .send import Task, plan_tasks
 from .state import DEFERRED, Op, fold
 from .step import StepScope
-from .store import Store
 from .task_threads import TaskThreads
 from .tasks import TaskResult, arun_tasks, run_tasks
-from .vocabulary import Status, Waiting, pause_status
 
 if TYPE_CHECKING:  # OpenTelemetry, loaded by a traced engine only
     from .tracing import RunSpan, StepSpan
@@ -89,7 +90,7 @@ class Execution:
         self.next, self.seen, self.sends, self.sends_at = c.next, c.seen, c.sends, c.sends_at
         self.base, self.deltas, self.scan_from, self.found = c.base, c.deltas, c.scan_from, c.found
         self.base_version = c.base_version
-        self.waits = c.waits  # engine/waits.py: paused tasks this resume need not run
+        self.waits = c.waits  # engine/run/waits.py: paused tasks this resume need not run
         self.absorbed: list[int] = []
         self.deferred: list[Op] = []
         self.inline: list[Op] = []
@@ -101,7 +102,7 @@ class Execution:
         self._fence = (run_id, token)
         self.callers: set[str] = set()  # nodes seen calling a tool in this worker
         self.threads = TaskThreads(run_id)  # parallel sync tasks' threads, kept while leased
-        self.trace: RunSpan | None = None  # engine/tracing.py: this worker's run span
+        self.trace: RunSpan | None = None  # engine/run/tracing.py: this worker's run span
         self._run_scope: StepScope | None = None  # made at the first superstep (flows set)
         self.step_trace: StepSpan | None = None
 
@@ -231,7 +232,7 @@ class Execution:
 
     def _found(self, tasks: list[Task]) -> tuple[dict[str, TaskResult], list[Task]]:
         """Tasks whose output a crashed worker already committed, tasks that would only
-        pause again at a request still open (engine/waits.py), and those left to run."""
+        pause again at a request still open (engine/run/waits.py), and those left to run."""
         done: dict[str, TaskResult] = {}
         waits, self.waits = self.waits, {}  # they hold for the superstep resumed only
         for task in tasks:
@@ -423,7 +424,7 @@ class Execution:
 
     def _rides(self, cp: Checkpoint, records: list[Record]) -> bool:
         """Hold a plain RUNNING delta that carries held tool outcomes: it rides in the
-        run's next commit with them (engine/held.py). True if held.
+        run's next commit with them (engine/run/held.py). True if held.
 
         Only such a checkpoint: a full one or a map's plan is referred to by seq, a
         stop (pause, failure, done) releases the lease and must be durable at once.

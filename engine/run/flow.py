@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import FlowError
+from ..base.errors import FlowError
 from .send import Send, checked_arg
 
 END = "__end__"

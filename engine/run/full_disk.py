@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from .errors import StoreError, StoreFull
-from .store import Store
+from ..base.errors import StoreError, StoreFull
+from ..storage.store import Store
 
 
 def release_on_full_store(store: Store, exc: StoreFull, interrupt: Callable[[str], None], *,

@@ -30,9 +30,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ..formats import Record
-from . import faults
-from .errors import BideError
+from ...formats import Record
+from ..base import faults
+from ..base.errors import BideError
 
 HOLD_BOUND = 0.002  # seconds a held outcome waits for a commit to ride in
 _POLL_FOR = 0.05  # seconds the flusher polls after a hold before it sleeps until woken

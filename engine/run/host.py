@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..storage.store import Store
 from .runs import CheckpointInfo
-from .store import Store
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..formats import Checkpoint, CorruptRecord, Record
+from ...formats import Checkpoint, CorruptRecord, Record
+from ..storage.store import Reader
 from .send import next_labels
-from .store import Reader
 
 Sends = list[tuple[str, dict[str, Any]]]
 

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .errors import StoreError
+from ..base.errors import StoreError
 
 Renew = Callable[[], bool]  # renew once; False when the lease is no longer ours
 FIRST_RETRY = 0.05  # seconds before a failed renewal is tried again; doubles up to the interval

@@ -14,15 +14,17 @@ import os
 import socket
 from dataclasses import dataclass
 
-from ..formats import Checkpoint, PendingWrite
+from ...formats import Checkpoint, PendingWrite
+from ..base.errors import UnknownVersion
+from ..base.vocabulary import FINISHED, WAITING, Status
+from ..storage.index import ApprovalState, RunHead
+from ..storage.leases import (
+    check_fence as check_fence,  # re-exported: the rules of a run, in one place
+)
+from ..storage.leases import lease_expires
+from ..storage.leases import renew_if_held as renew_if_held
+from ..storage.store import Reader
 from . import children, signals, timers
-from .errors import UnknownVersion
-from .index import ApprovalState, RunHead
-from .leases import check_fence as check_fence  # re-exported: the rules of a run, in one place
-from .leases import lease_expires
-from .leases import renew_if_held as renew_if_held
-from .store import Reader
-from .vocabulary import FINISHED, WAITING, Status
 
 Unfolded = dict[str, tuple[int, PendingWrite]]
 
@@ -51,7 +53,7 @@ class RunView:
         Those writes are the tasks a resume will not run again: from the checkpoint's
         ``scan_from`` (see ``unfolded_from``), for its superstep or later, by task.
         ``requests``: gets the seqs of the approval requests in that range, read in
-        the same pass (engine/waits.py).
+        the same pass (engine/run/waits.py).
         """
         cp = self.checkpoint()
         start = unfolded_from(self.head.checkpoint, cp)

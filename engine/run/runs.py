@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..formats import Checkpoint, Record, RunCreated
+from ...formats import Checkpoint, Record, RunCreated
+from ..base.vocabulary import Status
+from ..storage.index import RunHead
 from .flow import Flow
-from .index import RunHead
-from .vocabulary import Status
 
 MAX_RUN_ID = 128
 

@@ -30,13 +30,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from ..formats import NotSerializable, check_serializable
-from ..formats.schedule_records import SCHEDULES_RUN, ScheduleFired, ScheduleRemoved, ScheduleSet
-from . import faults
-from .errors import InvalidSchedule, RunExists, UnknownSchedule
-from .schedule_index import PREFIX, TABLE, ScheduleState, read_value
-from .store import Reader, Store
-from .vocabulary import Status
+from ...formats import NotSerializable, check_serializable
+from ...formats.schedule_records import SCHEDULES_RUN, ScheduleFired, ScheduleRemoved, ScheduleSet
+from ..base import faults
+from ..base.errors import InvalidSchedule, RunExists, UnknownSchedule
+from ..base.vocabulary import Status
+from ..storage.schedule_index import PREFIX, TABLE, ScheduleState, read_value
+from ..storage.store import Reader, Store
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 CATCH_UP_CAP = 100  # missed slots one schedule starts at most after downtime

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..formats import check_serializable
-from ..formats.errors import NotSerializable
-from .errors import FlowError
+from ...formats import check_serializable
+from ...formats.errors import NotSerializable
+from ..base.errors import FlowError
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..formats import SignalAwaited, SignalConsumed, SignalSent, check_serializable
-from . import faults
-from .errors import Nondeterminism, Paused, SignalRefused, UnknownRun
-from .index import RunHead
-from .store import Reader, Store
-from .vocabulary import Status, Waiting
+from ...formats import SignalAwaited, SignalConsumed, SignalSent, check_serializable
+from ..base import faults
+from ..base.errors import Nondeterminism, Paused, SignalRefused, UnknownRun
+from ..base.vocabulary import Status, Waiting
+from ..storage.index import RunHead
+from ..storage.store import Reader, Store
 
 if TYPE_CHECKING:
     from .step import StepScope
@@ -169,7 +169,7 @@ def waiting_text(waiting: dict[str, Any]) -> str:
 
 def describe(record: SignalSent | SignalAwaited | SignalConsumed) -> str:
     """One signal record, as ``bide log`` shows it."""
-    from .render import preview
+    from ..base.render import preview
 
     match record:
         case SignalSent():

@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..formats import Checkpoint, check_serializable
-from ..formats.errors import NotSerializable
-from ..formats.records import intent_key
-from . import call_refs, latest
-from .call_refs import Called
-from .errors import ReducerConflict, StateNotSerializable
+from ...formats import Checkpoint, check_serializable
+from ...formats.errors import NotSerializable
+from ...formats.records import intent_key
+from ..base.errors import ReducerConflict, StateNotSerializable
+from ..storage import call_refs, latest
+from ..storage.call_refs import Called
+from ..storage.latest import DEFERRED as DEFERRED  # in Checkpoint.writes: the checkpoint's own ops
+from ..storage.latest import Op as Op
+from ..storage.store import Reader
 from .flow import Flow, reducer_kind
-from .latest import DEFERRED as DEFERRED  # in Checkpoint.writes: the checkpoint's own ops
-from .latest import Op as Op
-from .store import Reader
 
 
 def to_ops(flow: Flow, node: str, update: Any) -> list[Op]:
@@ -125,7 +125,7 @@ def apply_delta(reader: Reader, state: dict[str, Any], cp: Checkpoint,
 
 
 def _call_results(reader: Reader) -> Called:
-    """What an op naming a tool call's result resolves to (engine/call_refs.py)."""
+    """What an op naming a tool call's result resolves to (engine/storage/call_refs.py)."""
     def called(run_id: str, task: str, index: int) -> Any:
         return call_refs.recorded(reader.intent(run_id, intent_key(task, index)),
                                   run_id, task, index)

@@ -13,11 +13,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..formats import Record
+from ...formats import Record
+from ..storage.store import Reader, Store
 from .flow import Flow
 from .held import HeldOutcomes
 from .policy import Policy
-from .store import Reader, Store
 from .task_threads import TaskThreads
 
 
@@ -36,7 +36,7 @@ class StepScope:
     clock: Callable[[], float]
     held: HeldOutcomes | None = None  # the run's tool outcomes waiting to ride a commit
     flows: Mapping[str, Flow] = field(default_factory=dict)  # what ctx.child may start
-    trace: Any = None  # engine/tracing.py's StepSpan when the engine traces; else None
+    trace: Any = None  # engine/run/tracing.py's StepSpan when the engine traces; else None
     threads: TaskThreads | None = None  # the run's task threads (None: a pool per superstep)
 
     def at(self, superstep: int, version: int, state: Mapping[str, Any], trace: Any

@@ -7,7 +7,7 @@ four threads it had just used. A run's worker keeps one pool for its whole
 time on the run and closes it when it lets the run go; a superstep that needs
 more threads than the pool has gets a larger pool.
 
-``start`` (a fan-out's siblings, engine/siblings.py) hands its calls to threads
+``start`` (a fan-out's siblings, engine/run/siblings.py) hands its calls to threads
 of its own through one queue, without a ``Future`` each: the caller waits its
 own way, so a future's lock, condition and result were made and set for nobody
 (about a tenth of a fan-out-4 superstep in fast mode); more threads are added
@@ -58,7 +58,7 @@ class TaskThreads:
 
     def start(self, fn: Callable[[T], object], items: Iterable[T], workers: int) -> None:
         """Start ``fn`` over ``items`` on up to ``workers`` threads, not waiting for them
-        (engine/siblings.py waits its own way: one wake-up when the last call ends).
+        (engine/run/siblings.py waits its own way: one wake-up when the last call ends).
         ``fn`` handles its own errors: one that escapes is reported, as a thread's."""
         if len(self._started) < workers:
             self._add(workers)

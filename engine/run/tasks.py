@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..formats import PendingWrite
-from ..formats.records import node_of
-from . import faults
+from ...formats import PendingWrite
+from ...formats.records import node_of
+from ..base import faults
+from ..base.errors import Nondeterminism, Paused, StaleLease, StateNotSerializable, StoreError
+from ..base.offload import off_loop, run_coroutine
 from .context import NodeContext
-from .errors import Nondeterminism, Paused, StaleLease, StateNotSerializable, StoreError
-from .offload import off_loop, run_coroutine
 from .send import Task
 from .siblings import Siblings
 from .state import Op, to_ops
@@ -160,7 +160,7 @@ def run_tasks(scope: StepScope, tasks: list[Task]) -> list[TaskResult]:
 
 def _watched(scope: StepScope, tasks: list[Task], workers: int) -> list[TaskResult]:
     """Sync tasks that all have a thread: held outputs watched by this thread
-    (engine/siblings.py), not by their own threads waiting for each other."""
+    (engine/run/siblings.py), not by their own threads waiting for each other."""
     left = Siblings[TaskResult](len(tasks), SIBLING_BOUND, _committer(scope))
     threads = scope.threads if scope.threads is not None else TaskThreads(scope.run_id)
     try:
@@ -275,7 +275,7 @@ async def _run_async(scope: StepScope, left: _Countdown, task: Task) -> TaskResu
                 if scope.trace is None:
                     update = await node.fn(_state_of(scope, task), ctx)
                 else:
-                    with scope.trace.node(name, task.id, attempt):  # engine/tracing.py
+                    with scope.trace.node(name, task.id, attempt):  # engine/run/tracing.py
                         update = await node.fn(_state_of(scope, task), ctx)
             finally:
                 ctx.close()
@@ -293,7 +293,7 @@ def _closing(ctx: NodeContext, fn: Any, scope: StepScope, task: Task) -> Any:
     try:
         if scope.trace is None:
             return fn(_state_of(scope, task), ctx)
-        with scope.trace.node(ctx.node, task.id, ctx.attempt):  # engine/tracing.py
+        with scope.trace.node(ctx.node, task.id, ctx.attempt):  # engine/run/tracing.py
             return fn(_state_of(scope, task), ctx)
     finally:
         ctx.close()

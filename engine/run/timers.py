@@ -19,11 +19,11 @@ import math
 from datetime import datetime
 from typing import Any
 
-from ..formats import ApprovalRequested
-from .errors import InvalidTimer
-from .index import ApprovalState, RunHead
-from .store import Reader
-from .vocabulary import FINISHED, Status, Waiting
+from ...formats import ApprovalRequested
+from ..base.errors import InvalidTimer
+from ..base.vocabulary import FINISHED, Status, Waiting
+from ..storage.index import ApprovalState, RunHead
+from ..storage.store import Reader
 
 
 def after(seconds: float, now: float) -> float:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
-from .errors import ToolOutsideNode
+from ..base.errors import ToolOutsideNode
 
 P = ParamSpec("P")
 R = TypeVar("R")

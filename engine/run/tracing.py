@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .optional import extra
+from ..base.optional import extra
 
 if TYPE_CHECKING:
     from opentelemetry import trace as otel
@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 else:  # imported by the first traced run: this module imports without the extra
     otel = extra("opentelemetry.trace", "otel", "tracing runs with OpenTelemetry")
 
-from ..formats import LeaseAcquired
-from .errors import Paused
-from .store import Reader, Store
+from ...formats import LeaseAcquired
+from ..base.errors import Paused
+from ..storage.store import Reader, Store
 
 
 def ref_of(span: Span) -> str:

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..formats import ApprovalRequested, Checkpoint
-from .errors import Paused
-from .index import ApprovalState
+from ...formats import ApprovalRequested, Checkpoint
+from ..base.errors import Paused
+from ..base.vocabulary import IN_DOUBT, WAITING, Waiting
+from ..storage.index import ApprovalState
+from ..storage.store import Reader
 from .run_view import expired
-from .store import Reader
-from .vocabulary import IN_DOUBT, WAITING, Waiting
 
 
 def still_waiting(reader: Reader, run_id: str, requests: list[int], cp: Checkpoint,
@@ -64,7 +64,8 @@ def _open(state: ApprovalState, now: float) -> bool:
 
 
 def waiting_of(state: ApprovalState) -> dict[str, Any]:
-    """The ``waiting`` a node raises when it reaches this request undecided (engine/context.py)."""
+    """The ``waiting`` a node raises when it reaches this request undecided
+    (engine/run/context.py)."""
     waiting = {"type": state.kind, "node_id": state.node, "approval_id": state.approval_id}
     if state.kind == Waiting.INPUT:
         waiting["question"] = state.action

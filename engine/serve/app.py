@@ -18,19 +18,19 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import serve_errors as kinds
-from .errors import BideError
-from .inbox import MAX_BYTES, Inbox, Refused, strict_json
-from .optional import extra
-from .render import to_json
-from .runs import check_run_id
-from .runtime import Engine
-from .scripting import iso_times
-from .serve_errors import ApiError, error_doc, status_of
-from .serve_events import FALLBACK, KEEPALIVE, home_messages, relay, run_messages
-from .serve_openapi import openapi
-from .serve_runs import submit_once
-from .vocabulary import Status
+from ..api.runtime import Engine
+from ..base.errors import BideError
+from ..base.optional import extra
+from ..base.render import to_json
+from ..base.vocabulary import Status
+from ..human.inbox import MAX_BYTES, Inbox, Refused, strict_json
+from ..read.scripting import iso_times
+from ..run.runs import check_run_id
+from . import errors as kinds
+from .errors import ApiError, error_doc, status_of
+from .events import FALLBACK, KEEPALIVE, home_messages, relay, run_messages
+from .openapi import openapi
+from .runs import submit_once
 
 if TYPE_CHECKING:
     from starlette import applications, concurrency, exceptions, responses, routing
@@ -43,7 +43,7 @@ else:  # the serve extra, imported when the first app is made
         extra(f"starlette.{name}", "serve", "bide serve") for name in
         ("applications", "concurrency", "exceptions", "responses", "routing"))
 
-PAGE = Path(__file__).with_name("serve_page.html")
+PAGE = Path(__file__).with_name("page.html")
 # no other site may frame the page (a framed page could be tricked into a click); a
 # <meta> CSP cannot say frame-ancestors, so the header does, beside the page's own check
 PAGE_HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import (
+from ..base.errors import (
     AlreadyDecided,
     ApprovalKeyError,
     BideError,

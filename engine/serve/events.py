@@ -21,12 +21,12 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from .change_feed import ChangeFeed, ObservedFeed
-from .errors import RecordError, StoreError
-from .follow import Outage, follow, follow_on
-from .render import to_json
-from .scripting import iso_times
-from .store import Reader, Store
+from ..base.errors import RecordError, StoreError
+from ..base.render import to_json
+from ..read.follow import Outage, follow, follow_on
+from ..read.scripting import iso_times
+from ..storage.change_feed import ChangeFeed, ObservedFeed
+from ..storage.store import Reader, Store
 
 KEEPALIVE = 15.0  # seconds without a message before a ": keepalive" comment
 FALLBACK = 1.0  # seconds between re-reads when no wake-up comes (another host's commit)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .serve_errors import (
+from .errors import (
     BAD_JSON,
     BAD_REQUEST,
     INVALID_DECISION,

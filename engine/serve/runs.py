@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..formats import RunCreated
-from .errors import RunExists, UnknownRun
-from .vocabulary import Status
+from ...formats import RunCreated
+from ..base.errors import RunExists, UnknownRun
+from ..base.vocabulary import Status
 
 if TYPE_CHECKING:
-    from .runtime import Engine
+    from ..api.runtime import Engine
 
 
 def submit_once(engine: Engine, flow: str, data: dict[str, Any],

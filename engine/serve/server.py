@@ -17,13 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import ServeError
-from .inbox import MAX_BYTES
-from .optional import load
-from .permissions import private_dir
-from .runtime import Engine
-from .serve_token import load_token
-from .watcher import Watcher
+from ..api.runtime import Engine
+from ..base.errors import ServeError
+from ..base.optional import load
+from ..base.permissions import private_dir
+from ..human.inbox import MAX_BYTES
+from ..ops.watcher import Watcher
+from .token import load_token
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 GRACE = 5.0  # seconds uvicorn lets requests under way finish when stopping
@@ -134,6 +134,6 @@ def _imported() -> tuple[Any, Any]:
         raise ServeError("bide serve", f"needs Starlette and uvicorn ({exc.name} is not "
                          "installed)",
                          hint="pip install 'bide[serve]'") from None
-    from . import serve_app
+    from . import app as serve_app
 
     return serve_app, uvicorn

@@ -15,7 +15,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from .errors import ServeError
+from ..base.errors import ServeError
 
 MIN_CHARS = 16  # a shorter token is too easy to guess: refused
 

@@ -21,8 +21,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ..formats import pack_value, unpack_value
-from ..formats.errors import CorruptIndex
+from ...formats import pack_value, unpack_value
+from ...formats.errors import CorruptIndex
 
 ATTENTION = "attention"
 

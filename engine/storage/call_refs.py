@@ -9,7 +9,7 @@ checkpoint's deferred op may instead be ``(key, "@", [task, index])``: set
 
 Why it is safe:
 - The result is recorded before the checkpoint is durable: every commit of the
-  run carries the held outcomes first (engine/held.py), in the same transaction
+  run carries the held outcomes first (engine/run/held.py), in the same transaction
   or an earlier one, and a completed call never changes afterwards (only a call
   in doubt is resolved later, and its decision then holds the result).
 - Only a ``str`` or ``bytes`` result is referred to: it cannot have changed
@@ -18,7 +18,7 @@ Why it is safe:
 - Every reader resolves it through ``resolve``: the latest-state fold (from the
   intents table, in the same transaction), a replay (``state.apply_delta``),
   a rebuild, retention's refold and ``bide doctor``. Retention keeps every
-  intent of a run it keeps, so a kept checkpoint's calls stay (engine/maintenance.py).
+  intent of a run it keeps, so a kept checkpoint's calls stay (engine/upkeep/maintenance.py).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
-from ..formats import Checkpoint
-from ..formats.records import intent_key
-from .vocabulary import IntentStatus
+from ...formats import Checkpoint
+from ...formats.records import intent_key
+from ..base.vocabulary import IntentStatus
 
 
 class _Outcome(Protocol):

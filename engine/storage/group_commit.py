@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from .errors import StoreError
+from ..base.errors import StoreError
 
 T = TypeVar("T")
 _POLL = 1.0  # seconds between checks that the leader's thread is still alive

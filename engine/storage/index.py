@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ..formats import (
+from ...formats import (
     ApprovalDecided,
     ApprovalRequested,
     Checkpoint,
@@ -27,11 +27,12 @@ from ..formats import (
     pack_value,
     unpack_value,
 )
-from ..formats.codec import pack_plain
-from ..formats.envelope import INDEX_MAGIC, frame_index, unframe_index
-from ..formats.errors import CorruptIndex
-from ..formats.records import intent_key as call_key
-from ..formats.values import to_wire
+from ...formats.codec import pack_plain
+from ...formats.envelope import INDEX_MAGIC, frame_index, unframe_index
+from ...formats.errors import CorruptIndex
+from ...formats.records import intent_key as call_key
+from ...formats.values import to_wire
+from ..base.vocabulary import FINISHED, WAITING, Decision, IntentStatus, Status, Waiting
 from . import attention, call_refs
 from .attention import ATTENTION
 from .call_refs import Called
@@ -44,7 +45,6 @@ from .keys import seq_key as seq_key
 from .keys import seq_of as seq_of
 from .latest import SEGMENTS, STATE, keys_of_run
 from .latest import fold as fold_latest
-from .vocabulary import FINISHED, WAITING, Decision, IntentStatus, Status, Waiting
 
 RUNS, RUNLOG, INTENTS, APPROVALS = "runs", "runlog", "intents", "approvals"
 DERIVED = (RUNS, RUNLOG, INTENTS, APPROVALS, ATTENTION, STATE, SEGMENTS,
@@ -225,7 +225,7 @@ def pack_head(head: RunHead) -> bytes:
     return pack_plain(msgspec.structs.replace(head, **changes) if changes else head)
 
 
-# The head each run's last commit folded (engine/kept.py): the commit fence decoded the
+# The head each run's last commit folded (engine/storage/kept.py): the commit fence decoded the
 # head it had just written at every step
 _kept_heads: KeptByBytes[RunHead] = KeptByBytes(1024)
 
@@ -333,7 +333,7 @@ def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
             _fold_approval_requested(tables, record)
         case ApprovalDecided():
             state = _fold_approval_decided(tables, record)
-            # an expiry a running node records itself (engine/context.py) it also consumes
+            # an expiry a running node records itself (engine/run/context.py) it also consumes
             own = head.status == Status.RUNNING and record.by == "bide"
             if state is not None and state.state_version == head.state_version and not own:
                 head.woken = state.approval_id
@@ -343,7 +343,7 @@ def _fold(tables: Tables, head: RunHead, seq: int, record: Record) -> None:
 
 def call_results(tables: Tables) -> Called:
     """What a checkpoint's op naming a tool call's result resolves to, read from the
-    intents table: folded from the log before the checkpoint (engine/call_refs.py)."""
+    intents table: folded from the log before the checkpoint (engine/storage/call_refs.py)."""
     def called(run_id: str, task: str, index: int) -> Any:
         state = load(tables, INTENTS, intent_key(run_id, call_key(task, index)), IntentState)
         return call_refs.recorded(state, run_id, task, index)

@@ -36,18 +36,18 @@ from __future__ import annotations
 import struct
 from typing import Any, Protocol
 
-from ..formats import pack
-from ..formats.envelope import frame_index, unframe_index
-from ..formats.errors import CorruptIndex
-from ..formats.langgraph_records import (
+from ...formats import pack
+from ...formats.envelope import frame_index, unframe_index
+from ...formats.errors import CorruptIndex
+from ...formats.langgraph_records import (
     LANGGRAPH_RECORDS,
     LGBlob,
     LGCheckpoint,
     LGWrites,
     Version,
 )
+from ..base.vocabulary import Status
 from .extension import Extension
-from .vocabulary import Status
 
 LG = "langgraph"
 LG_TABLES = (LG,)

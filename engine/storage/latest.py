@@ -41,10 +41,17 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ..formats import Checkpoint, PendingWrite, Record, check_serializable, pack_value, unpack_value
-from ..formats.codec import pack_plain
-from ..formats.errors import CorruptIndex
-from ..formats.packed_list import PackedList
+from ...formats import (
+    Checkpoint,
+    PendingWrite,
+    Record,
+    check_serializable,
+    pack_value,
+    unpack_value,
+)
+from ...formats.codec import pack_plain
+from ...formats.errors import CorruptIndex
+from ...formats.packed_list import PackedList
 from . import call_refs
 from .call_refs import Called
 from .kept import KeptByBytes, Memo
@@ -128,7 +135,7 @@ def load_directory(tables: Getter, run_id: str) -> Directory | None:
     return None if raw is None else unpack_value(raw, Directory, table=STATE, key=key)
 
 
-# The directory each run's last fold wrote (engine/kept.py): a fold decoded it again at
+# The directory each run's last fold wrote (engine/storage/kept.py): a fold decoded it again at
 # every step
 _folded: KeptByBytes[Directory] = KeptByBytes(_MOST_KEPT, _KEPT_DIRECTORY_BYTES)
 
@@ -213,7 +220,7 @@ def delta_ops(record: Callable[[int], Record], cp: Checkpoint, called: Called
               ) -> list[Op]:
     """The ops a delta checkpoint applies, in replay order: the pending writes it
     absorbed (``record`` reads them from the log), then its own ``ops``. A deferred
-    op that names a tool call's result gets it from ``called`` (engine/call_refs.py).
+    op that names a tool call's result gets it from ``called`` (engine/storage/call_refs.py).
     A list, not a generator: the fold runs it at every superstep.
 
     Raises:
@@ -404,7 +411,7 @@ def _append(tables: Tables, run_id: str, found: Directory, name: str, items: lis
     found.keys[name] = [closed, tail_bytes]
 
 
-# Each list's open tail as its last append left it (engine/kept.py): an append read the
+# Each list's open tail as its last append left it (engine/storage/kept.py): an append read the
 # tail back (checksum, copy, parse) at every step
 _tails: KeptByBytes[PackedList] = KeptByBytes(_MOST_KEPT)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..formats import pack_value
-from . import faults
-from .errors import StaleLease
+from ...formats import pack_value
+from ..base import faults
+from ..base.errors import StaleLease
 from .index import RunHead, Tables
 from .store import LEASES, Reader
 

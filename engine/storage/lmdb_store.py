@@ -22,11 +22,9 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import lmdb
 
-from ..formats import Checkpoint, Record, decode, encode, unpack_value
-from . import attention, faults, latest
-from .attention import ATTENTION
-from .change_feed import ChangeFeed, file_feed
-from .errors import (
+from ...formats import Checkpoint, Record, decode, encode, unpack_value
+from ..base import faults
+from ..base.errors import (
     DurabilityLost,
     NewerStore,
     NotAHome,
@@ -34,6 +32,11 @@ from .errors import (
     StoreError,
     StoreFull,
 )
+from ..base.permissions import PRIVATE_FILE, open_private, private_dir
+from ..base.vocabulary import FINISHED
+from . import attention, latest
+from .attention import ATTENTION
+from .change_feed import ChangeFeed, file_feed
 from .group_commit import Batch, GroupCommit, Request, run_alone
 from .hot_cache import CACHED, MISS, HotCache, Layer
 from .index import (
@@ -69,15 +72,13 @@ from .lmdb_layout import (
     past_entries,
     run_end,
 )
-from .permissions import PRIVATE_FILE, open_private, private_dir
 from .restore import COPY_MARKER, Row, restore_rows
 from .store import LEASES, LOG, Check, Later, Logged, Observed, WriteEvent, numbered
 from .table_reads import TableReads
-from .vocabulary import FINISHED
 
 # 2: derived index values carry a checksum (index.with_checksum);
 # 3: the attention table lists the runs that are not finished (attention.build);
-# 4: the latest-state index (engine/latest.py), built for every run on upgrade;
+# 4: the latest-state index (engine/storage/latest.py), built for every run on upgrade;
 # 5: the log, run log, run heads and latest state in LMDB's main database (lmdb_layout.TREE)
 STORE_FORMAT = 5
 _TREE_FORMAT = 5  # from this format on, the store is laid out as lmdb_layout.TREE
@@ -112,7 +113,7 @@ class _Handle(NamedTuple):
     dbs: dict[str, Any]
     write_lock: threading.RLock
     readonly: str | None  # why this process cannot write the store, or None
-    hot: HotCache  # hot derived values, exact or absent (engine/hot_cache.py)
+    hot: HotCache  # hot derived values, exact or absent (engine/storage/hot_cache.py)
 
 
 _handles: dict[str, _Handle] = {}

@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ..formats import Record, encode
+from ...formats import Record, encode
+from ..base.errors import NotAHome, StoreError
 from .change_feed import ChangeFeed, ObservedFeed
-from .errors import NotAHome, StoreError
 from .index import (
     DERIVED,
     apply,

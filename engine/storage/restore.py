@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..formats import decode
+from ...formats import decode
 from .index import Tables, apply
 
 Row = tuple[int, bytes]  # (seq, framed record bytes), as ``Reader.log`` yields them

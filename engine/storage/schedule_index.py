@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
-from ..formats import pack_value, unpack_value
-from ..formats.schedule_records import (
+from ...formats import pack_value, unpack_value
+from ...formats.schedule_records import (
     SCHEDULE_RECORDS,
     SCHEDULES_RUN,
     ScheduleFired,

@@ -12,9 +12,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..formats import Record
-from . import faults
-from .errors import StaleLease
+from ...formats import Record
+from ..base import faults
+from ..base.errors import StaleLease
 from .index import ApprovalState, IntentState, RunHead
 
 Check = Callable[["Reader"], None]
@@ -229,7 +229,7 @@ class Store(Protocol):
     def restore(self, rows: Sequence[tuple[int, bytes]], *, marker: str | None,
                 last_seq: int = -1) -> None:
         """Put framed records back at their own seqs and fold them (``index.apply``), in
-        ONE transaction: how ``bide copy`` fills a destination (``engine/restore.py``).
+        ONE transaction: how ``bide copy`` fills a destination (``engine/storage/restore.py``).
 
         Args:
             rows: ``(seq, framed bytes)`` in ascending seq order, above the last seq.
@@ -253,7 +253,7 @@ class Store(Protocol):
         """
 
     def change_feed(self, run_id: str) -> ChangeFeed:
-        """Wake-ups for a reader following ``run_id`` (``engine/change_feed.py``): a
+        """Wake-ups for a reader following ``run_id`` (``engine/storage/change_feed.py``): a
         ``ChangeFeed`` whose ``wait`` returns when a commit, by any process, may have
         touched the run, without reading the store in a loop. Close it when done.
         """

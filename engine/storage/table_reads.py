@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..formats import Record, decode, unpack_value
+from ...formats import Record, decode, unpack_value
 from .index import (
     APPROVALS,
     INTENTS,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..formats import (
+from ...formats import (
     ApprovalDecided,
     ChildEnded,
     LeaseReleased,
@@ -35,8 +35,8 @@ from ..formats import (
     SignalSent,
     StatusChanged,
 )
+from ..base.vocabulary import BLOCKED, WAITING, Status
 from .index import RUNS, RunHead, Tables, load
-from .vocabulary import BLOCKED, WAITING, Status
 
 # the records that can leave a run needing a watcher; any other commit announces nothing
 _MOVES = (RunCreated, StatusChanged, LeaseReleased, ApprovalDecided, SignalSent, ChildEnded)

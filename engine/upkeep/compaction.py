@@ -38,11 +38,12 @@ from typing import Any
 
 import lmdb
 
-from . import faults, lmdb_store
-from .errors import CompactFailed, NotAHome, ReadOnlyHome, StoreBusy
+from ..base import faults
+from ..base.errors import CompactFailed, NotAHome, ReadOnlyHome, StoreBusy
+from ..base.permissions import PRIVATE_DIR, PRIVATE_FILE
+from ..run.run_view import pid_alive
+from ..storage import lmdb_store
 from .maintenance import DoctorReport, check
-from .permissions import PRIVATE_DIR, PRIVATE_FILE
-from .run_view import pid_alive
 
 _FLOCK = struct.Struct("hhqqi4x")  # struct flock on Linux (x86_64 and aarch64)
 _MIN_MAP = 64 << 20

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .errors import ConfigError
-from .render import parse_age
+from ..base.errors import ConfigError
+from ..base.render import parse_age
 
 if sys.version_info >= (3, 11):
     import tomllib

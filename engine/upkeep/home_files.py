@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import attention
-from .run_view import RunView
-from .store import Reader
-from .vocabulary import Status
+from ..base.vocabulary import Status
+from ..run.run_view import RunView
+from ..storage import attention
+from ..storage.store import Reader
 
 REASON = ".error.json"
 REASON_MAX = 64 * 1024  # a reason file is ours and small; never read a big one whole

@@ -22,7 +22,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from ..formats import (
+from ...formats import (
     Checkpoint,
     CorruptIndex,
     CorruptRecord,
@@ -35,11 +35,15 @@ from ..formats import (
     record_type,
     unpack_value,
 )
-from . import faults
-from .call_refs import unresolved
-from .errors import LogUnreadable
-from .extensions import owner
-from .index import (
+from ..base import faults
+from ..base.errors import LogUnreadable
+from ..base.permissions import exposure
+from ..base.vocabulary import IN_DOUBT
+from ..run.planned import dangling, referenced
+from ..run.run_view import finished, unfolded_from
+from ..storage.call_refs import unresolved
+from ..storage.extensions import owner
+from ..storage.index import (
     DERIVED,
     FRAMED,
     RUNLOG,
@@ -52,12 +56,8 @@ from .index import (
     seq_key,
     seq_of,
 )
-from .permissions import exposure
-from .planned import dangling, referenced
-from .run_view import finished, unfolded_from
+from ..storage.store import LEASES, LOG, Logged, Reader, Store
 from .run_walk import indexed, read_run, run_groups, strays
-from .store import LEASES, LOG, Logged, Reader, Store
-from .vocabulary import IN_DOUBT
 
 # What prune may take from a run it keeps; every other record (its identity, status history,
 # tool calls, decisions, and any type prune does not know) stays.

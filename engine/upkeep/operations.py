@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import uuid
 
-from ..formats import Checkpoint, LeaseAcquired, LeaseReleased, Record, RunCreated, StatusChanged
-from . import children
-from .errors import NotCancellable, RunExists
-from .host import Host
-from .inspect import head_of, version_seq
-from .planned import sends_of
-from .runs import check_run_id
-from .state import materialize
-from .store import Reader
-from .vocabulary import Status
+from ...formats import Checkpoint, LeaseAcquired, LeaseReleased, Record, RunCreated, StatusChanged
+from ..base.errors import NotCancellable, RunExists
+from ..base.vocabulary import Status
+from ..read.inspect import head_of, version_seq
+from ..run import children
+from ..run.host import Host
+from ..run.planned import sends_of
+from ..run.runs import check_run_id
+from ..run.state import materialize
+from ..storage.store import Reader
 
 
 class _AlreadyCancelled(Exception):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from .errors import PackError
+from ..base.errors import PackError
 
 ENTRY = "_bide_packed"  # the zipapp's entry module: checks the interpreter, then runs bide
 CODE_SUFFIXES = (".py", ".pyi", ".typed", ".so", ".pyd")
@@ -161,7 +161,7 @@ def _copy_distribution(dist: metadata.Distribution, site: Path) -> None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest)
     if _canonical(_name(dist)) == "bide":
-        _copy_tree(Path(__file__).resolve().parent.parent, site / "bide")
+        _copy_tree(Path(__file__).resolve().parents[2], site / "bide")  # bide/engine/upkeep/
     elif editable:
         for top in (dist.read_text("top_level.txt") or _name(dist)).split():
             spec = importlib.util.find_spec(top)

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from ..formats import decode
-from .index import RUNLOG, run_prefix, runlog_key, seq_of
-from .store import Logged, Reader
+from ...formats import decode
+from ..storage.index import RUNLOG, run_prefix, runlog_key, seq_of
+from ..storage.store import Logged, Reader
 
 
 @dataclass

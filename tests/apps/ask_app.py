@@ -66,7 +66,7 @@ def main(home: str, action: str, *args: str) -> None:
     with bide.open(home, durability="fast", local=local) as engine:
         engine.register(flow)
         if action == "inbox":
-            from bide.engine.inbox import Inbox
+            from bide.engine.human.inbox import Inbox
 
             results = Inbox(engine).process()
             print(json.dumps([{"name": r.name, "accepted": r.accepted, "reason": r.reason}

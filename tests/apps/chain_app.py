@@ -14,12 +14,12 @@ import os
 import sys
 
 import bide
-import bide.engine.tasks
+import bide.engine.run.tasks
 from bide.bench.crashkit import record_effect
 
 home, counter, action, run_id = sys.argv[1:5]
 durability = sys.argv[5] if len(sys.argv) > 5 else "fast"
-bide.engine.tasks.SIBLING_BOUND = float(os.environ.get("CHAIN_SIBLING_BOUND", "0"))
+bide.engine.run.tasks.SIBLING_BOUND = float(os.environ.get("CHAIN_SIBLING_BOUND", "0"))
 policy = bide.Policy(**json.loads(sys.argv[6])) if len(sys.argv) > 6 else None
 
 

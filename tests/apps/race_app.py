@@ -21,7 +21,7 @@ import time
 
 import bide
 from bide.bench.crashkit import record_effect
-from bide.engine.store import WriteEvent, observe
+from bide.engine.storage.store import WriteEvent, observe
 
 STALL_MAX = 30.0
 

@@ -57,12 +57,12 @@ def main(home: str, action: str, run_id: str, *args: str) -> None:
     with bide.open(home, durability="fast", local=local) as engine:
         engine.register(flow, patient)
         if action == "inbox":
-            from bide.engine.inbox import Inbox
+            from bide.engine.human.inbox import Inbox
 
             Inbox(engine).process()
             run = engine.get(run_id)
         elif action == "drop":
-            from bide.engine.signal_files import drop_signal
+            from bide.engine.human.signal_files import drop_signal
 
             drop_signal(engine.doors.inbox, run_id, args[0], json.loads(args[1]))
             run = engine.get(run_id)

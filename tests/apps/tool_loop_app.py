@@ -14,7 +14,7 @@ import sys
 
 import bide
 from bide.bench.crashkit import count_effects, record_effect
-from bide.engine import held
+from bide.engine.run import held
 
 home, effects, kind, action, run_id = sys.argv[1:6]
 STEPS = 4

@@ -3,7 +3,7 @@
 usage: tool_then_think_app.py HOME EFFECTS start|resume RUN_ID
 The tool appends "send <key>" to EFFECTS (outside the store); ``think`` appends
 "think" and, on its first run, dies by SIGKILL 20 ms into its work. HOLD_BOUND
-(seconds, env) replaces engine/held.py's: a long one stands for a next step whose
+(seconds, env) replaces engine/run/held.py's: a long one stands for a next step whose
 first commit comes before the flusher (a fast LLM step), deterministically.
 """
 
@@ -16,7 +16,7 @@ import time
 
 import bide
 from bide.bench.crashkit import record_effect
-from bide.engine import held
+from bide.engine.run import held
 
 home, effects, action, run_id = sys.argv[1:5]
 if os.environ.get("HOLD_BOUND"):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import bide
 import lmdb
 import pytest
-from bide.engine.errors import DurabilityLost, StoreFull
-from bide.engine.lmdb_store import LOG, TxnTables, seq_key
-from bide.engine.maintenance import doctor
+from bide.engine.base.errors import DurabilityLost, StoreFull
+from bide.engine.storage.lmdb_store import LOG, TxnTables, seq_key
+from bide.engine.upkeep.maintenance import doctor
 from bide.formats import decode
 from bide.formats.errors import CorruptRecord
 from bide.tests.torture.harness.workloads import World, build_flow, drive

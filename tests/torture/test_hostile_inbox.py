@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import bide
-from bide.engine.inbox import Inbox, parse
+from bide.engine.human.inbox import Inbox, parse
 from bide.tests.torture.harness.corpus import generate, read_corpus, run_corpus
 
 CORPUS = Path(__file__).parent / "corpus"

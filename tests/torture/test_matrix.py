@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from bide.engine.faults import FAULT_POINTS
+from bide.engine.base.faults import FAULT_POINTS
 from bide.tests.torture.harness import torture
 
 pytestmark = pytest.mark.slow

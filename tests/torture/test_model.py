@@ -22,8 +22,10 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine import compaction, faults, held, maintenance, operations
-from bide.engine.faults import InjectedFault
+from bide.engine.base import faults
+from bide.engine.base.faults import InjectedFault
+from bide.engine.run import held
+from bide.engine.upkeep import compaction, maintenance, operations
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.engine import store as store_module
-from bide.engine.inbox import drop_decision
-from bide.engine.lmdb_store import LMDBStore
-from bide.engine.maintenance import doctor
+from bide.engine.human.inbox import drop_decision
+from bide.engine.storage import store as store_module
+from bide.engine.storage.lmdb_store import LMDBStore
+from bide.engine.upkeep.maintenance import doctor
 from bide.formats import LeaseAcquired, LeaseReleased, decode
 from conftest import APPS
 from polling import wait_for

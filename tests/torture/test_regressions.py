@@ -48,7 +48,7 @@ def test_a_claimed_file_another_watcher_finished_does_not_crash_the_watcher(tmp_
     left), so a file one live watcher had claimed could be finished by another meanwhile;
     the first then died in ``os.lstat`` with FileNotFoundError (found by the racing
     watchers test). A claimed file that is gone was finished elsewhere: skip it."""
-    from bide.engine.inbox import Inbox, drop_decision
+    from bide.engine.human.inbox import Inbox, drop_decision
 
     flow = bide.Flow("ask")
     flow.node(lambda s, c: {"ok": c.approve("go")}, name="n", start=True)

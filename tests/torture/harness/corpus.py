@@ -21,13 +21,13 @@ LIVE, EXPIRED, OLD, GOOD = "r-live", "r-expiring", "r-old", "r-good"
 
 
 def aid(run_id: str) -> str:
-    from bide.engine.approvals import approval_id
+    from bide.engine.run.approvals import approval_id
 
     return approval_id(run_id, "1:apply_patch:0", 0)
 
 
 def digest(patch: str = "p-9") -> str:
-    from bide.engine.approvals import digest_of
+    from bide.engine.run.approvals import digest_of
 
     return digest_of("apply patch", {"patch": patch})
 
@@ -122,7 +122,7 @@ def generate() -> list[dict[str, Any]]:
     add("expired", _dump(valid(EXPIRED)))
     for i in range(9):
         add("expired", _dump(valid(EXPIRED, reason=f"late {i}")))
-    from bide.engine.inbox import sign
+    from bide.engine.human.inbox import sign
 
     for key, mutate in [
         (None, {}), (b"wrong-key", {}), (KEY, {"by": "someone else"}),
@@ -210,8 +210,8 @@ def run_corpus(base: Path, files: list[dict[str, Any]] | None = None,
                count: int | None = None) -> dict[str, Any]:
     """Drop every hostile file (good files between them) into a served inbox; check."""
     import bide
-    from bide.engine.inbox import drop_decision
-    from bide.engine.watcher import Watcher
+    from bide.engine.human.inbox import drop_decision
+    from bide.engine.ops.watcher import Watcher
 
     from .workloads import World, build_flow
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bide.bench.crashkit import count_effects, in_fork, record_effect
-from bide.engine.faults import FAULT_POINTS
+from bide.engine.base.faults import FAULT_POINTS
 
 from . import workloads as w  # imported once by each worker, before it forks: a warm parent
 
@@ -57,8 +57,8 @@ def scratch_dir() -> Path | None:
 # -- children ---------------------------------------------------------------------------------
 def _arm(trial: Path, spec: str | None, switches: str, *, log_commits: bool = True) -> None:
     """In a child: trace every point hit, arm the fault, log every commit's seqs."""
-    from bide.engine import faults
-    from bide.engine.store import WriteEvent, observe
+    from bide.engine.base import faults
+    from bide.engine.storage.store import WriteEvent, observe
 
     os.environ["BIDE_FAULT_TRACE"] = str(trial / "trace")
     faults.configure(spec, switches=switches)

@@ -20,10 +20,10 @@ from typing import Any
 
 import bide
 from bide.bench.crashkit import count_effects, record_effect
-from bide.engine.context import idempotency_key
-from bide.engine.held import HOLD_BOUND
-from bide.engine.inbox import drop_decision
-from bide.engine.watcher import Watcher
+from bide.engine.human.inbox import drop_decision
+from bide.engine.ops.watcher import Watcher
+from bide.engine.run.context import idempotency_key
+from bide.engine.run.held import HOLD_BOUND
 from bide.formats import PendingWrite
 
 RUN_ID = "r1"
@@ -83,7 +83,8 @@ def _tools(world: World) -> dict[str, bide.Tool]:
 
 
 def _then_work(result: Any) -> Any:
-    """The node keeps working after its call: the outcome is committed alone (engine/held.py)."""
+    """The node keeps working after its call: its outcome is committed alone
+    (engine/run/held.py)."""
     time.sleep(10 * HOLD_BOUND)
     return result
 
@@ -304,13 +305,13 @@ def _schedule_step(eng: bide.Engine, head: Any) -> str | None:
 
 
 def bide_prune(eng: bide.Engine) -> None:
-    from bide.engine.maintenance import prune
+    from bide.engine.upkeep.maintenance import prune
 
     prune(eng.store, keep=1)
 
 
 def _maintain(home: Path) -> None:
-    from bide.engine.compaction import compact
+    from bide.engine.upkeep.compaction import compact
 
     compact(home)
 
@@ -331,8 +332,8 @@ def _approve_through_inbox(eng: bide.Engine, head: Any) -> None:
 def _send_signals(eng: bide.Engine, head: Any) -> None:
     """The first signal by the API before the run waits, the second as an inbox file once
     it waits for it; never again once sent (the queue, and files not yet taken, say so)."""
-    from bide.engine.signal_files import drop_signal
-    from bide.engine.signals import Queue
+    from bide.engine.human.signal_files import drop_signal
+    from bide.engine.run.signals import Queue
 
     with eng.store.reader() as r:
         sent = len(Queue.read(r, RUN_ID).sent)
@@ -381,7 +382,7 @@ def facts(home: Path, workload: str, durability: str) -> dict[str, Any]:
 
 def final(home: Path, workload: str, durability: str) -> dict[str, Any]:
     """The run's end: status, state, intents, and what ``bide doctor`` says."""
-    from bide.engine.maintenance import doctor
+    from bide.engine.upkeep.maintenance import doctor
 
     with open_engine(home, workload, durability) as eng:
         report = doctor(eng.store)
