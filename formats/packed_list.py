@@ -1,6 +1,6 @@
 """A list index value kept as bytes: items are added as their own encodings.
 
-The latest-state index (engine/latest.py) rewrites a list's open tail chunk at
+The latest-state index (engine/storage/latest.py) rewrites a list's open tail chunk at
 every append. Decoding the tail, appending, and encoding every item again cost
 more than the rest of the fold. A msgpack array is its length then its items'
 encodings one after another, and ``pack_value(items)`` frames exactly that, so

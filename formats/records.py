@@ -16,7 +16,7 @@ import msgspec
 # "merge" (dict update) or "custom" (the value is the reducer's input; the
 # checkpoint that absorbs it carries the reduced value as a "set"). A version-5
 # checkpoint's deferred op may be "@": set the key to the recorded result of the
-# tool call its value names, [task, index] (engine/call_refs.py).
+# tool call its value names, [task, index] (engine/storage/call_refs.py).
 Op = tuple[str, str, Any]
 
 
@@ -326,7 +326,7 @@ class LeaseAcquired(Record, frozen=True, kw_only=True, omit_defaults=True):
     attempts: int = 0
     at: float = 0.0
     # the worker's run span, "<trace id>-<span id>" in hex, when its engine traces
-    # (engine/tracing.py): the worker that resumes the run links its span to it
+    # (engine/run/tracing.py): the worker that resumes the run links its span to it
     trace: str = ""
 
 

@@ -2,7 +2,7 @@
 
 Schedules belong to the home, not to a run, so their records carry the reserved
 run id ``SCHEDULES_RUN`` (a ``/`` no run id may hold): the log stays the truth,
-the derived ``schedules`` table is folded from it (``engine/schedule_index.py``),
+the derived ``schedules`` table is folded from it (``engine/storage/schedule_index.py``),
 and no run's retention ever removes them.
 
 ``ScheduleFired`` rides in the same commit as the slot's run (``RunCreated``), so
