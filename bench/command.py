@@ -105,7 +105,7 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
 
 
 def _watch(quick: bool, json_path: Path | None, home: Path | None) -> None:
-    from . import watching
+    from . import watch as watching
 
     if home is not None:
         home.mkdir(parents=True, exist_ok=True)
@@ -151,7 +151,7 @@ def _follow(quick: bool, json_path: Path | None, home: Path | None, pg_url: str 
     import os
     from contextlib import ExitStack
 
-    from . import following
+    from . import follow as following
 
     if home is not None:
         home.mkdir(parents=True, exist_ok=True)
@@ -174,7 +174,7 @@ def _follow(quick: bool, json_path: Path | None, home: Path | None, pg_url: str 
 def _throwaway_database(stack: Any) -> str | None:
     """A database on a PostgreSQL server started from this machine's binaries, or None
     (said on stderr) when there are none or it does not start."""
-    from .pg_server import throwaway
+    from .kit.pg_server import throwaway
 
     try:
         cluster = stack.enter_context(throwaway())
@@ -197,7 +197,7 @@ def _timers(quick: bool, json_path: Path | None, home: Path | None, pg: str | No
 
 
 def _serve(quick: bool, json_path: Path | None, home: Path | None) -> None:
-    from . import serving
+    from . import serve as serving
 
     if home is not None:
         home.mkdir(parents=True, exist_ok=True)

@@ -36,12 +36,12 @@ from typing import Any
 from ..engine.api.runtime import open as open_home
 from ..engine.base.vocabulary import Status
 from ..engine.storage.store import WriteEvent
-from . import noise, quick_size
-from .measure import baseline_seconds
-from .workloads import Workload
+from .kit import noise, quick_size
+from .kit.measure import baseline_seconds
+from .kit.workloads import Workload
 
 RUNS = (1, 2, 4, 8)
-TARGET_RUNS = 4.0  # 8 runs >= 4x one run's supersteps per second (issue 13.2)
+TARGET_RUNS = 4.0  # 8 runs >= 4x one run's supersteps per second
 TARGET_FANOUT = 1.5  # a fan-out-4 superstep's durable cost <= 1.5x a chain superstep's
 _JOIN = 120.0  # seconds: a run thread that has not finished by then is a failure
 
@@ -267,7 +267,7 @@ def run(root: Path, *, quick: bool) -> dict[str, Any]:
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 13.2's two targets, in ``report.targets``' shape (absent: not measured)."""
+    """The two many-runs targets, in ``report.targets``' shape (absent: not measured)."""
     got = results.get("concurrency")
     if not got:
         return []

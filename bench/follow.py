@@ -35,7 +35,7 @@ from typing import Any
 import bide
 from bide.formats import LeaseAcquired
 
-from .verdicts import named_lines
+from .kit.verdicts import named_lines
 
 APP = '''
 import os, time, bide
@@ -210,7 +210,7 @@ def run(*, quick: bool = False, home: Path | None = None, pg: str | None = None,
 
 
 def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
-    """What issue 15 states: a commit reaches another process's follow within 50 ms p50."""
+    """The follow target: a commit reaches another process's follow within 50 ms p50."""
     return [{"name": f"commit -> follow p50, {row['store']}", "limit": f"<= {TARGET_P50_MS} ms",
              "measured": row["p50_ms"], "met": row["p50_ms"] <= TARGET_P50_MS}
             for row in out["latency"]]

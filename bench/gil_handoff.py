@@ -32,7 +32,7 @@ import lmdb
 
 from ..engine.api.runtime import open as open_home
 from .concurrency import in_threads
-from .workloads import Workload
+from .kit.workloads import Workload
 
 THREADS = 8
 PUTS = 6

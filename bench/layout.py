@@ -1,6 +1,6 @@
 """``bide bench layout``: reads against run length, and the bytes that reach the device.
 
-The two measures of how the store lays out its bytes (issue 13, items 5 and 6):
+The two measures of how the store lays out its bytes:
 ``reads`` (the latest-state index against a replay, K up to 10,000) and
 ``physical`` (device bytes per superstep for every policy, the raw-LMDB floor
 and LangGraph + SqliteSaver). ``suite`` runs it for ``layout`` and ``all``.

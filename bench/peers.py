@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from .workloads import WIDTH, Workload, payload
+from .kit.workloads import WIDTH, Workload, payload
 
 SAVERS = ("sqlite-sync", "sqlite-async", "sqlite-exit", "delta-sync")
 BIDE_VARIANTS = ("bide-saver-sync", "bide-saver-fast-sync")

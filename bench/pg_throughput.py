@@ -34,9 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import quick_size
-from .pg_databases import Databases
-from .workloads import Workload
+from .kit import quick_size
+from .kit.pg_databases import Databases
+from .kit.workloads import Workload
 
 WORKERS = (1, 2, 4)
 READY_DEADLINE = 60.0  # seconds for a worker to start, open the home and warm up

@@ -1,4 +1,4 @@
-"""``bide bench pg-wake``: LISTEN/NOTIFY wake-ups of ``bide watch`` on PostgreSQL (issue 14.2).
+"""``bide bench pg-wake``: LISTEN/NOTIFY wake-ups of ``bide watch`` on PostgreSQL.
 
 - cross-process decision latency: this process (host A) records a decision with
   ``engine.decide`` on its own connection; a ``bide watch`` subprocess (host B)
@@ -35,8 +35,8 @@ from bide.formats import RunCreated, StatusChanged
 
 from ..engine.base.render import to_json
 from ..engine.base.vocabulary import Decision, Status
-from . import watching
-from .verdicts import named_lines
+from . import watch as watching
+from .kit.verdicts import named_lines
 
 LISTENING = "listening for wake-ups"
 STATS_LAG = 11.0  # PostgreSQL flushes an idle session's counters within 10 s
@@ -194,7 +194,7 @@ def render(out: dict[str, Any]) -> str:
 
 
 def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 14.2's targets, each met or not."""
+    """The wake-up targets, each met or not."""
     found = []
     for r in out["pg"]:
         found.append({"name": "a decision from another process, p50", "limit": "<= 100 ms",

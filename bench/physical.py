@@ -38,10 +38,10 @@ import lmdb
 
 from ..engine.api.runtime import open as open_home
 from ..engine.base.vocabulary import Status
-from . import layout_model
-from .measure import WARMUP, instrumented, warmup_flow
-from .policies import POLICIES, BenchPolicy, get
-from .workloads import Workload
+from .kit import layout_model
+from .kit.measure import WARMUP, instrumented, warmup_flow
+from .kit.policies import POLICIES, BenchPolicy, get
+from .kit.workloads import Workload
 
 _IO = Path("/proc/self/io")
 _KEY = struct.Struct(">Q")
@@ -220,7 +220,7 @@ def render(section: dict[str, Any]) -> str:
                      "(target <= 1.2x)")
     pages = section.get("pages")
     if pages:
-        lines.append(f"  pages written per commit (counted, bench/layout_model.py): default "
+        lines.append(f"  pages written per commit (counted, bench/kit/layout_model.py): default "
                      f"superstep {pages['bide']:.2f}, floor {pages['floor']:.2f}: "
                      f"{pages['ratio']:.2f}x")
     return "\n".join(lines)

@@ -35,11 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.api.runtime import open as open_home
-from . import noise, tool_calls
-from .memory import run_in_memory
-from .pg_databases import Databases
+from . import tool_calls
+from .kit import noise
+from .kit.memory import run_in_memory
+from .kit.pg_databases import Databases
+from .kit.verdicts import target_line
 from .tool_calls import arg, send
-from .verdicts import target_line
 
 BASE = "bide postgres durable"  # every ratio is against this row
 LANGGRAPH = "langgraph postgres sync"
@@ -66,7 +67,7 @@ def _connect(url: str) -> Any:
 
 def _measured(url: str, repeat: int, once: Callable[[int], None]) -> tuple[float, dict[str, int]]:
     """``once(n)`` ``repeat`` times: median seconds, and the bytes the first run added."""
-    from .pg_footprint import footprint
+    from .kit.pg_footprint import footprint
 
     times, added = [], {}
     with _connect(url) as conn:
@@ -196,7 +197,7 @@ def _timed(fn: Callable[[], Any], repeat: int) -> list[float]:
 # -- DBOS ---------------------------------------------------------------------------------
 def measure_dbos(url: str, k: int, *, repeat: int) -> dict[str, Any]:
     """DBOS in a process of its own: it is a process-wide singleton with its own threads."""
-    cmd = [sys.executable, "-m", "bide.bench.pg_peers", "dbos", url, str(k), str(repeat)]
+    cmd = [sys.executable, "-m", "bide.bench.postgres", "dbos", url, str(k), str(repeat)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=DBOS_TIMEOUT)
     if out.returncode != 0:
         raise RuntimeError(f"the DBOS PostgreSQL bench failed: {out.stderr.strip()[-2000:]}")

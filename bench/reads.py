@@ -20,8 +20,8 @@ from typing import Any
 
 from ..engine.api.runtime import open as open_home
 from ..engine.run.state import replay
-from .measure import median_time
-from .workloads import Workload
+from .kit.measure import median_time
+from .kit.workloads import Workload
 
 READ_LIMIT_MS = 1.0  # at K = 1,000
 FLAT = 1.2  # K = 10,000 may cost this much more (x the 1 ms budget), WA likewise

@@ -1,5 +1,5 @@
-"""``bide bench serve``: what the HTTP door costs against the doors it stands beside
-(issue 18, item 5), measured back to back on one ``bide serve`` subprocess.
+"""``bide bench serve``: what the HTTP door costs against the doors it stands beside,
+measured back to back on one ``bide serve`` subprocess.
 
 - reads: ``GET /runs/{id}`` per second over a real uvicorn socket (one keep-alive
   connection, requests one after another), against the same answer computed
@@ -31,7 +31,7 @@ import bide
 
 from ..engine.base.render import to_json
 from ..engine.read.scripting import iso_times
-from .watching import _file, _Home
+from .watch import _file, _Home
 
 READY_DEADLINE = 60.0
 

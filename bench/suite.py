@@ -19,9 +19,10 @@ from typing import Any
 
 import lmdb
 
-from . import concurrency, crash, layout, measure, peers, pg_databases, tool_calls, workloads
-from .policies import POLICIES, BenchPolicy
-from .workloads import Workload
+from . import concurrency, layout, peers, tool_calls
+from .kit import crash, measure, pg_databases, workloads
+from .kit.policies import POLICIES, BenchPolicy
+from .kit.workloads import Workload
 
 WHAT = ("granularity", "peers", "layout", "postgres", "all")
 WITH_POSTGRES = ("peers", "postgres", "all")  # the PostgreSQL rows run in these
@@ -176,7 +177,8 @@ def _versions(*packages: str) -> dict[str, str]:
 
 def _postgres(plan: Plan, root: Path, tick: Callable[[int], None]) -> dict[str, Any]:
     """The PostgreSQL rows: peers on one server, then worker processes on one home."""
-    from . import pg_peers, pg_throughput
+    from . import pg_throughput
+    from . import postgres as pg_peers
 
     with pg_databases.databases(plan.pg_url) as dbs:
         peer = pg_peers.run(dbs, plan.quick, directory=str(root))

@@ -33,14 +33,14 @@ from typing import Any
 from ..engine.api.runtime import open as open_home
 from ..engine.run.flow import END, Flow
 from ..engine.run.tools import Tool
+from .kit.verdicts import target_line
 from .physical import device_writes
-from .verdicts import target_line
 
 ARG = RESULT = 100
 QUICK_K, FULL_K = 20, 200
 INTENT_TYPES = ("intent_prepared", "intent_completed")
 DBOS_TIMEOUT = 600
-TARGET_TIME_RATIO = 0.7  # bide durable per call vs LangGraph+SqliteSaver sync (issue 13.4)
+TARGET_TIME_RATIO = 0.7  # bide durable per call vs LangGraph+SqliteSaver sync
 
 
 def arg(i: int) -> str:
@@ -273,7 +273,7 @@ def time_ratios(k: int, rounds: int, directory: str | None) -> list[float]:
 
 def targets(rows: list[dict[str, Any]], ratios: list[float] | None = None
             ) -> list[dict[str, Any]]:
-    """Issue 13.4's targets, met or not (None: the peer was not measured).
+    """The tool-call targets, met or not (None: the peer was not measured).
 
     ``ratios``: back-to-back rounds (``time_ratios``); their median decides the time
     target when given, else the rows' medians do.

@@ -1,4 +1,4 @@
-"""What tracing costs (issue 17.7): a chain of tool-calling nodes, untraced and traced
+"""What tracing costs: a chain of tool-calling nodes, untraced and traced
 (OpenTelemetry SDK, in-memory exporter), in the same process; the best of 7 each.
 
 Rerun: ``python -m bide.bench.tracing_cost`` (needs ``bide[otel]``). Untraced is the

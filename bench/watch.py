@@ -1,4 +1,4 @@
-"""``bide bench watch``: the watcher with many runs at once (issue 13, items 1 and 3).
+"""``bide bench watch``: the watcher with many runs at once.
 
 - single drops and a burst, back to back on the same watcher: from a decision
   file's rename into the inbox to its run running again (the node after the
@@ -32,7 +32,7 @@ from ..engine.human.inbox import drop_decision
 from ..engine.ops.watcher import DEFAULT_WORKERS
 from ..engine.run.run_view import RunView
 from ..engine.storage import attention
-from .verdicts import named_lines
+from .kit.verdicts import named_lines
 
 APP = '''
 import os, time, bide
@@ -298,7 +298,7 @@ def render(out: dict[str, Any]) -> str:
 
 
 def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 13's targets for the watcher, each met or not."""
+    """The watcher's targets, each met or not."""
     found = []
 
     def target(name: str, limit: str, measured: float, ok: bool) -> None:

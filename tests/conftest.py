@@ -14,7 +14,7 @@ from typing import Any
 
 import bide
 import pytest
-from bide.bench.crashkit import count_effects, run_worker
+from bide.bench.kit.crashkit import count_effects, run_worker
 from bide.engine.storage.lmdb_store import LMDBStore
 from extras import need
 

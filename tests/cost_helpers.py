@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import bide
 import pytest
-from bide.bench.workloads import Workload
+from bide.bench.kit.workloads import Workload
 
 T = TypeVar("T")
 

@@ -6,7 +6,7 @@ session in a temporary directory — a Unix socket only (no TCP port to collide
 on), fsync on, as the ``postgres`` user when we run as root (PostgreSQL refuses
 to run as root) — and stops it at the end with a deadline. ``pg_url`` gives
 each test a fresh database of its own. No mocks: a real server or nothing. The
-server itself is ``bide.bench.pg_server`` (the bench starts the same one).
+server itself is ``bide.bench.kit.pg_server`` (the bench starts the same one).
 
 Without the binaries the PostgreSQL tests skip with the reason; on CI
 (``CI=true``) a server that cannot start FAILS the tests instead, so a broken
@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from bide.bench.pg_server import (  # the server itself: shared with `bide bench peers`
+from bide.bench.kit.pg_server import (  # the server itself: shared with `bide bench peers`
     Cluster,
     bin_dir,
     missing_binaries,

@@ -14,7 +14,7 @@ from typing import Any
 
 import bide
 import pytest
-from bide.bench.crashkit import run_worker
+from bide.bench.kit.crashkit import run_worker
 from conftest import APPS, World, app_json, count_lines, run_app, world_on
 
 ORDER = {"item": "tea", "cups": 2}

@@ -10,18 +10,11 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.bench import (
-    concurrency,
-    noise,
-    pg_throughput,
-    policies,
-    quick_size,
-    report,
-    workloads,
-)
+from bide.bench import concurrency, pg_throughput, report
 from bide.bench.command import bench
-from bide.bench.memory import run_in_memory
-from bide.bench.workloads import Counters, Workload
+from bide.bench.kit import noise, policies, quick_size, workloads
+from bide.bench.kit.memory import run_in_memory
+from bide.bench.kit.workloads import Counters, Workload
 from click.testing import CliRunner
 from extras import need
 
@@ -233,7 +226,7 @@ def test_quick_measures_concurrent_runs_and_the_fan_out_cost(quick_results: dict
 
 
 # -- issue 17, item 8: --quick says n/a for targets that need the full size, and never
-# prints an overhead below zero (bench/quick_size.py, bench/noise.py)
+# prints an overhead below zero (bench/kit/quick_size.py, bench/kit/noise.py)
 NEGATIVE = re.compile(r"(?<![\w.])-\d")  # a minus sign before a digit, not a dash column
 
 

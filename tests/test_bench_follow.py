@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bide.bench import following
+from bide.bench import follow as following
 from bide.bench.command import bench
 from click.testing import CliRunner
 

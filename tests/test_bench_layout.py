@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from bide.bench import physical
 from bide.bench.command import bench
-from bide.bench.policies import POLICIES
+from bide.bench.kit.policies import POLICIES
 from click.testing import CliRunner
 
 

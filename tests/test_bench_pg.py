@@ -11,9 +11,10 @@ import json
 
 import bide
 import pytest
-from bide.bench import pg_peers, pg_throughput, suite, tool_calls
+from bide.bench import pg_throughput, suite, tool_calls
+from bide.bench import postgres as pg_peers
 from bide.bench.command import bench
-from bide.bench.pg_databases import Databases
+from bide.bench.kit.pg_databases import Databases
 from bide.engine.base.vocabulary import Status
 from bide.engine.run import held
 from click.testing import CliRunner

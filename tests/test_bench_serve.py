@@ -8,7 +8,7 @@ from extras import need
 need("starlette")
 need("uvicorn")
 
-from bide.bench import serving  # noqa: E402
+from bide.bench import serve as serving  # noqa: E402
 from bide.bench.command import bench  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 

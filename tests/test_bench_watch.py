@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bide.bench import watching
+from bide.bench import watch as watching
 from bide.bench.command import bench
 from click.testing import CliRunner
 

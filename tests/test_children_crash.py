@@ -17,7 +17,7 @@ from typing import Any
 
 import bide
 import pytest
-from bide.bench.crashkit import start_worker
+from bide.bench.kit.crashkit import start_worker
 from conftest import APPS, World, app_json, count_lines, run_app, world_on
 from extras import need
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import bide
 import pytest
-from bide.bench.workloads import Workload
+from bide.bench.kit.workloads import Workload
 from bide.engine.storage import index, latest, lmdb_store, table_reads
 from bide.formats import packed_list
 

@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from bide.bench.crashkit import count_effects, in_fork, record_effect, run_worker, worker_env
+from bide.bench.kit.crashkit import count_effects, in_fork, record_effect, run_worker, worker_env
 
 
 def test_effects_are_whole_lines_counted_by_line(tmp_path):

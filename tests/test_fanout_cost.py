@@ -9,7 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 
 import bide
-from bide.bench.workloads import Workload
+from bide.bench.kit.workloads import Workload
 from bide.engine.run import task_threads, tasks
 from bide.engine.storage import latest
 from bide.engine.upkeep import maintenance

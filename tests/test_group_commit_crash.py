@@ -18,7 +18,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from bide.bench.crashkit import count_effects, start_worker
+from bide.bench.kit.crashkit import count_effects, start_worker
 from bide.engine.storage.lmdb_store import LMDBStore
 from conftest import APPS, run_app
 

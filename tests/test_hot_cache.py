@@ -16,7 +16,7 @@ from pathlib import Path
 import bide
 import lmdb
 import pytest
-from bide.bench.workloads import Workload
+from bide.bench.kit.workloads import Workload
 from bide.engine.base.vocabulary import Status
 from bide.engine.storage import hot_cache
 from bide.engine.storage.group_commit import Request

@@ -14,7 +14,7 @@ import datetime as dt
 from typing import Any
 
 import bide
-from bide.bench.workloads import Workload
+from bide.bench.kit.workloads import Workload
 from bide.engine.base.vocabulary import Status
 from bide.engine.storage import index, latest
 from bide.engine.storage.index import RunHead, keep_head, pack_head, take_head

@@ -16,7 +16,7 @@ from typing import Any
 
 import bide
 import pytest
-from bide.bench.workloads import Workload
+from bide.bench.kit.workloads import Workload
 from bide.cli import main
 from bide.engine.run.state import materialize, replay
 from bide.engine.storage import latest

@@ -153,6 +153,13 @@ def test_the_package_has_no_import_circle() -> None:
     assert circles(imports(modules(ROOT, "bide"))) == []
 
 
+def test_the_bench_kit_imports_no_area() -> None:
+    graph = imports(modules(ROOT, "bide"))
+    up = [f"{m} -> {t}" for m, ts in graph.items() if m.startswith("bide.bench.kit")
+          for t in ts if t.startswith("bide.bench.") and not t.startswith("bide.bench.kit")]
+    assert up == []
+
+
 def test_old_paths_cover_every_module_and_lead_to_one() -> None:
     mods = modules(ROOT, "bide")
     for old, new in engine.OLD_PATHS.items():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import bide
 import lmdb
-from bide.bench.layout_model import bide_pages, model_pages
+from bide.bench.kit.layout_model import bide_pages, model_pages
 from bide.cli import main
 from bide.engine.run.state import replay
 from bide.engine.storage.lmdb_layout import LEGACY_ONLY, MAX_DBS
@@ -122,7 +122,7 @@ def test_run_ids_the_engine_refuses_still_keep_their_own_keys(tmp_path):
 
 def test_a_default_superstep_writes_within_1_2x_the_pages_of_the_one_database_floor(tmp_path):
     """Pages, not device bytes: held-open snapshot, so every page a commit writes is new
-    (``bench/layout_model.py``). K = 200 (a deeper tree costs the floor pages too; at
+    (``bench/kit/layout_model.py``). K = 200 (a deeper tree costs the floor pages too; at
     K = 40 both are shallower and the ratio 1.19): format 5 writes 4.99 pages a superstep
     against the floor's 4.61 (1.08x); format 4 wrote 7.9 (1.71x)."""
     floor = model_pages(None, 200, tmp_path)

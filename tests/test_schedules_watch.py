@@ -15,7 +15,7 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.bench.crashkit import start_worker
+from bide.bench.kit.crashkit import start_worker
 from bide.formats import SCHEDULES_RUN, ScheduleFired
 from conftest import APPS, count_lines
 from extras import need

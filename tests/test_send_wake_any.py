@@ -17,7 +17,7 @@ from pathlib import Path
 
 import bide
 import pytest
-from bide.bench.crashkit import run_worker, start_worker
+from bide.bench.kit.crashkit import run_worker, start_worker
 from bide.engine.base.vocabulary import Decision, Status
 from bide.engine.human.inbox import drop_decision
 from bide.engine.run.run_view import RunView

@@ -31,7 +31,7 @@ from typing import Any
 
 import bide
 import pytest
-from bide.bench.crashkit import count_effects, worker_env
+from bide.bench.kit.crashkit import count_effects, worker_env
 from bide.engine.base import faults
 from browser import chromium, unavailable
 from conftest import APPS

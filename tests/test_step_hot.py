@@ -18,8 +18,8 @@ from typing import Any
 
 import bide
 import pytest
-from bide.bench.memory import run_in_memory
-from bide.bench.workloads import Workload
+from bide.bench.kit.memory import run_in_memory
+from bide.bench.kit.workloads import Workload
 from bide.engine.base import faults
 from bide.engine.run import tasks
 from bide.engine.storage import store as store_module

@@ -17,8 +17,8 @@ from typing import Any
 
 import bide
 import pytest
-from bide.bench.memory import run_in_memory
-from bide.bench.workloads import Workload
+from bide.bench.kit.memory import run_in_memory
+from bide.bench.kit.workloads import Workload
 from bide.engine.run import task_threads, tasks
 from bide.engine.storage import latest
 from bide.engine.upkeep import maintenance

@@ -17,7 +17,7 @@ from typing import Any
 
 import bide
 import pytest
-from bide.bench.crashkit import run_worker, start_worker
+from bide.bench.kit.crashkit import run_worker, start_worker
 from conftest import APPS, World, app_json, count_lines, run_app, world_on
 
 sys.path.insert(0, str(APPS))

@@ -13,7 +13,7 @@ from extras import need
 need("opentelemetry.sdk")
 
 import bide  # noqa: E402
-from bide.bench.crashkit import count_effects, run_worker  # noqa: E402
+from bide.bench.kit.crashkit import count_effects, run_worker  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402

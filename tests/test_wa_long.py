@@ -7,7 +7,7 @@ where spacing by 2 cost about one payload (3.18x in all at K = 1,000).
 
 from __future__ import annotations
 
-from bide.bench.workloads import Workload
+from bide.bench.kit.workloads import Workload
 from bide.engine.api.runtime import open as open_home
 from bide.formats import decode
 

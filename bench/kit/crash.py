@@ -10,7 +10,7 @@ happened twice.
 The resuming process advances its clock past the dead worker's lease instead
 of waiting the lease out (30 s): that is what a watcher does once it expires.
 
-Run as ``python -m bide.bench.crash worker|resume HOME SPEC POLICY RUN_ID COUNTERS``.
+Run as ``python -m bide.bench.kit.crash worker|resume HOME SPEC POLICY RUN_ID COUNTERS``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import Decision, Status
+from ... import Decision, Status
 from .crashkit import start_worker
 from .policies import BenchPolicy, get
 from .workloads import Counters, Workload
@@ -50,7 +50,7 @@ class KillResult:
 # -- the two subprocesses -------------------------------------------------------------------
 
 def _worker(home: str, w: Workload, p: BenchPolicy, run_id: str, counters_dir: str) -> None:
-    from ..engine.api.runtime import open as open_home
+    from ...engine.api.runtime import open as open_home
 
     counters = Counters(counters_dir, "crash")
     flow = w.flow(counters)
@@ -63,8 +63,8 @@ def _worker(home: str, w: Workload, p: BenchPolicy, run_id: str, counters_dir: s
 
 
 def _resume(home: str, w: Workload, p: BenchPolicy, run_id: str, counters_dir: str) -> None:
-    from ..engine.api.runtime import open as open_home
-    from ..engine.base.errors import UnknownRun
+    from ...engine.api.runtime import open as open_home
+    from ...engine.base.errors import UnknownRun
 
     counters = Counters(counters_dir, "resume")
     flow = w.flow(counters)
@@ -115,7 +115,7 @@ def main(argv: list[str]) -> None:
 
 def _spawn(role: str, home: Path, w: Workload, p: BenchPolicy, run_id: str,
            counters: Path) -> subprocess.Popen[str]:
-    return start_worker("-m", "bide.bench.crash", role, str(home), w.spec, p.name, run_id,
+    return start_worker("-m", "bide.bench.kit.crash", role, str(home), w.spec, p.name, run_id,
                         str(counters))
 
 

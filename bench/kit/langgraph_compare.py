@@ -1,6 +1,6 @@
 """Bytes stored and time per step of LangGraph checkpointers, measured in one run.
 
-    python -m bide.bench.langgraph_compare [--steps 100] [--kb 1] [--repeat 5]
+    python -m bide.bench.kit.langgraph_compare [--steps 100] [--kb 1] [--repeat 5]
 
 The graph: one node that loops ``--steps`` times, each step appending ``--kb``
 KB to a list channel (``operator.add``), invoked with ``durability="sync"`` (each

@@ -1,6 +1,6 @@
 """Pages a commit writes: raw-LMDB models of where a superstep's keys could live, and bide.
 
-    python -m bide.bench.layout_model [--steps K]
+    python -m bide.bench.kit.layout_model [--steps K]
 
 Device bytes (``bench/physical.py``) are noisy on a shared disk; the pages a
 commit copies are not. With a read transaction held open from before the
@@ -33,7 +33,7 @@ from typing import Any
 
 import lmdb
 
-from ..engine.api.runtime import open as open_home
+from ...engine.api.runtime import open as open_home
 from .measure import WARMUP, warmup_flow
 from .policies import get
 from .workloads import Workload

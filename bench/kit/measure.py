@@ -14,10 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .. import Status
-from ..engine.api.runtime import Engine
-from ..engine.api.runtime import open as open_home
-from ..engine.storage.store import WriteEvent
+from ... import Status
+from ...engine.api.runtime import Engine
+from ...engine.api.runtime import open as open_home
+from ...engine.storage.store import WriteEvent
 from . import floor
 from .memory import run_in_memory
 from .policies import BenchPolicy

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
-from ..engine.run.flow import Flow, reducer_kind
-from ..engine.run.state import Op, fold
-from ..engine.run.task_threads import TaskThreads
-from ..engine.run.tools import Tool
+from ...engine.run.flow import Flow, reducer_kind
+from ...engine.run.state import Op, fold
+from ...engine.run.task_threads import TaskThreads
+from ...engine.run.tools import Tool
 
 
 class MemoryContext:

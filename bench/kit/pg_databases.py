@@ -78,7 +78,7 @@ class Databases:
 def databases(url: str | None) -> Iterator[Databases]:
     """Databases on ``url``'s server, or on a throwaway server started for the block."""
     if url is not None:
-        from ..engine.postgres.home import redacted
+        from ...engine.postgres.home import redacted
 
         dbs = Databases(url, redacted(url))
         try:

@@ -1,7 +1,7 @@
 """A throwaway PostgreSQL cluster started from the machine's binaries.
 
 Shared by the tests (``tests/pg_cluster.py``, the pytest fixtures) and by
-``bide bench peers`` (``bench/pg_peers.py``), so both measure and test against
+``bide bench peers`` (``bench/postgres.py``), so both measure and test against
 the same kind of server: ``initdb`` + ``pg_ctl start`` in a temporary
 directory, a Unix socket only (no TCP port to collide on), fsync on, as the
 ``postgres`` user when we run as root (PostgreSQL refuses to run as root),

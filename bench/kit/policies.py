@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine.run.policy import Policy
+from ...engine.run.policy import Policy
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..engine.run.flow import END, Flow, append
-from ..engine.run.tools import Tool
+from ...engine.run.flow import END, Flow, append
+from ...engine.run.tools import Tool
 
 KINDS = ("linear", "fanout4", "agent", "long")
 WIDTH = 4  # fanout4's parallel nodes per superstep

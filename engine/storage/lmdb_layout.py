@@ -6,7 +6,7 @@ with ``bench/physical.py``, each one costs about 7-10 KB of device writes per
 durable commit. A default superstep writes a log record, a run log entry, the
 run's head and its latest-state entries, so all four live in ONE tree, and it
 is the main (unnamed) database itself, whose leaf holding the named databases'
-records a commit writes anyway (``bench/layout_model.py`` measured the
+records a commit writes anyway (``bench/kit/layout_model.py`` measured the
 candidates in raw LMDB). Keys in the main database (``TREE``, store format 5)::
 
     meta, leases, ...    the records of the named databases (plain ascii, no 0x00)

@@ -17,7 +17,7 @@ from typing import Literal
 
 import bide
 import msgspec
-from bide.bench.crashkit import record_effect
+from bide.bench.kit.crashkit import record_effect
 
 
 class Order(msgspec.Struct):

@@ -15,7 +15,7 @@ import signal
 import sys
 
 import bide
-from bide.bench.crashkit import record_effect
+from bide.bench.kit.crashkit import record_effect
 
 home, effects, kind, api, action, run_id = sys.argv[1:7]
 

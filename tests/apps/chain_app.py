@@ -15,7 +15,7 @@ import sys
 
 import bide
 import bide.engine.run.tasks
-from bide.bench.crashkit import record_effect
+from bide.bench.kit.crashkit import record_effect
 
 home, counter, action, run_id = sys.argv[1:5]
 durability = sys.argv[5] if len(sys.argv) > 5 else "fast"

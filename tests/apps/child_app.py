@@ -15,7 +15,7 @@ import os
 import sys
 
 import bide
-from bide.bench.crashkit import count_effects, record_effect
+from bide.bench.kit.crashkit import count_effects, record_effect
 
 KIDS = 3
 

@@ -19,7 +19,7 @@ import time
 import zlib
 
 import bide
-from bide.bench.crashkit import count_effects, record_effect
+from bide.bench.kit.crashkit import count_effects, record_effect
 
 THREADS, STEPS = 6, 10
 home, world, acks, mode = sys.argv[1:5]

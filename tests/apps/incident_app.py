@@ -9,7 +9,7 @@ import os
 import time
 
 import bide
-from bide.bench.crashkit import record_effect
+from bide.bench.kit.crashkit import record_effect
 
 
 def effect(line: str) -> None:

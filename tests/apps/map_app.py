@@ -14,7 +14,7 @@ import json
 import sys
 
 import bide
-from bide.bench.crashkit import count_effects, record_effect
+from bide.bench.kit.crashkit import count_effects, record_effect
 
 home, effects, action, run_id, policy_json = sys.argv[1:6]
 store_url = sys.argv[6] if len(sys.argv) > 6 else None

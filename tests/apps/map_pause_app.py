@@ -13,7 +13,7 @@ import json
 import sys
 
 import bide
-from bide.bench.crashkit import count_effects, record_effect
+from bide.bench.kit.crashkit import count_effects, record_effect
 
 home, effects, action, run_id = sys.argv[1:5]
 store_url = sys.argv[5] if len(sys.argv) > 5 else None

@@ -12,7 +12,7 @@ import time
 
 import bide
 import msgspec
-from bide.bench.crashkit import record_effect
+from bide.bench.kit.crashkit import record_effect
 
 
 class Order(msgspec.Struct):

@@ -23,7 +23,7 @@ import sys
 import time
 
 import bide
-from bide.bench.crashkit import count_effects, record_effect
+from bide.bench.kit.crashkit import count_effects, record_effect
 
 
 def effect(line: str) -> None:

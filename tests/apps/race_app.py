@@ -20,7 +20,7 @@ import os
 import time
 
 import bide
-from bide.bench.crashkit import record_effect
+from bide.bench.kit.crashkit import record_effect
 from bide.engine.storage.store import WriteEvent, observe
 
 STALL_MAX = 30.0

@@ -17,7 +17,7 @@ import sys
 import time
 
 import bide
-from bide.bench.crashkit import record_effect
+from bide.bench.kit.crashkit import record_effect
 
 
 def _effects() -> list[str]:

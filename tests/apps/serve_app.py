@@ -11,7 +11,7 @@ import os
 import time
 
 import bide
-from bide.bench.crashkit import record_effect
+from bide.bench.kit.crashkit import record_effect
 
 
 @bide.tool

@@ -13,7 +13,7 @@ import os
 import sys
 
 import bide
-from bide.bench.crashkit import record_effect
+from bide.bench.kit.crashkit import record_effect
 
 
 def effect(line: str) -> None:

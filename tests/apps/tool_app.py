@@ -13,7 +13,7 @@ import sys
 import time
 
 import bide
-from bide.bench.crashkit import record_effect
+from bide.bench.kit.crashkit import record_effect
 
 home, effects, kind, action, run_id = sys.argv[1:6]
 

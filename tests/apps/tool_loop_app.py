@@ -13,7 +13,7 @@ import json
 import sys
 
 import bide
-from bide.bench.crashkit import count_effects, record_effect
+from bide.bench.kit.crashkit import count_effects, record_effect
 from bide.engine.run import held
 
 home, effects, kind, action, run_id = sys.argv[1:6]

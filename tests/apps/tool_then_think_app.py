@@ -15,7 +15,7 @@ import sys
 import time
 
 import bide
-from bide.bench.crashkit import record_effect
+from bide.bench.kit.crashkit import record_effect
 from bide.engine.run import held
 
 home, effects, action, run_id = sys.argv[1:5]

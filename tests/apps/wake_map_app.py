@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 import bide
-from bide.bench.crashkit import record_effect
+from bide.bench.kit.crashkit import record_effect
 
 ITEMS = 3
 flow = bide.Flow("wake_map")

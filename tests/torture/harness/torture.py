@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bide.bench.crashkit import count_effects, in_fork, record_effect
+from bide.bench.kit.crashkit import count_effects, in_fork, record_effect
 from bide.engine.base.faults import FAULT_POINTS
 
 from . import workloads as w  # imported once by each worker, before it forks: a warm parent

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import bide
-from bide.bench.crashkit import count_effects, record_effect
+from bide.bench.kit.crashkit import count_effects, record_effect
 from bide.engine.human.inbox import drop_decision
 from bide.engine.ops.watcher import Watcher
 from bide.engine.run.context import idempotency_key

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import concurrency, layout, noise, pg_peers, pg_throughput, quick_size, tool_calls
+from . import concurrency, layout, pg_throughput, tool_calls
+from . import postgres as pg_peers
+from .kit import noise, quick_size
 
 DEFAULT = "default"
 
