@@ -32,6 +32,7 @@ from typing import Any
 
 from ..engine.api.runtime import open as open_home
 from ..engine.run.flow import END, Flow
+from ..engine.run.policy import Policy
 from ..engine.run.tools import Tool
 from .kit.verdicts import target_line
 from .physical import device_writes
@@ -66,21 +67,25 @@ def bide_flow(k: int) -> Flow:
     return flow
 
 
-def measure_bide(k: int, durability: str, *, repeat: int, directory: str | None = None
-                 ) -> dict[str, Any]:
+def measure_bide(k: int, durability: str, *, repeat: int, directory: str | None = None,
+                 outcomes: str = "at_return") -> dict[str, Any]:
+    """bide's row: ``outcomes`` is the run's ``Policy.tool_outcomes`` (the default: each
+    outcome durable when ``ctx.tool`` returns; ``with_next_commit``: held, the opt-in)."""
+    policy = Policy(tool_outcomes=outcomes)
     times, committed, growth, commits, device = [], 0, 0, [], 0
     by_type: dict[str, int] = {}
     with tempfile.TemporaryDirectory(dir=directory, prefix="bide-tools-") as d:
         with open_home(Path(d) / "home", durability=durability) as engine:
             engine.register(bide_flow(k))
-            engine.start("bench-tools", {"count": 0}, run_id="warmup")
+            engine.start("bench-tools", {"count": 0}, run_id="warmup", policy=policy)
             for n in range(repeat):
                 used0 = engine.store.info()["used_bytes"]
                 seen: list[Any] = []
                 stop = engine.store.on_commit(seen.append)
                 with device_writes() if n == repeat - 1 else nullcontext() as dev:
                     t0 = time.perf_counter()
-                    run = engine.start("bench-tools", {"count": 0}, run_id=f"r{n}")
+                    run = engine.start("bench-tools", {"count": 0}, run_id=f"r{n}",
+                                       policy=policy)
                     times.append(time.perf_counter() - t0)
                 if dev is not None:
                     device = dev.bytes
@@ -93,7 +98,8 @@ def measure_bide(k: int, durability: str, *, repeat: int, directory: str | None 
                         by_type[rtype] = by_type.get(rtype, 0) + size
                     committed = sum(by_type.values())
                     growth = engine.store.info()["used_bytes"] - used0
-    row = _row(f"bide {durability}", k, statistics.median(times), committed, growth)
+    name = f"bide {durability}" + ("" if outcomes == "at_return" else " held")
+    row = _row(name, k, statistics.median(times), committed, growth)
     row["intent_bytes_per_call"] = sum(by_type.get(t, 0) for t in INTENT_TYPES) / k
     row["commits_per_call"] = sum(1 for e in commits if e.kind == "commit") / k
     row["bytes_by_type"] = by_type
@@ -248,6 +254,8 @@ def run(quick: bool, *, directory: str | None = None) -> dict[str, Any]:
     """Every system on the same K calls, back to back; rows, skips and targets."""
     k, repeat = (QUICK_K, 3) if quick else (FULL_K, 5)
     rows = [measure_bide(k, "durable", repeat=repeat, directory=directory),
+            measure_bide(k, "durable", repeat=repeat, directory=directory,
+                         outcomes="with_next_commit"),
             measure_bide(k, "fast", repeat=repeat, directory=directory)]
     skipped = []
     for skip, measure in ((langgraph_skip(), measure_langgraph), (dbos_skip(), measure_dbos)):

@@ -17,10 +17,22 @@ def bide_row(tmp_path, monkeypatch) -> dict:
     return tool_calls.measure_bide(K, "fast", repeat=1, directory=str(tmp_path))
 
 
-def test_a_tool_step_costs_one_commit_and_compact_records(bide_row: dict) -> None:
-    # per call: the prepare, which the previous step's outcome and checkpoint ride in;
+def test_a_tool_step_costs_two_commits_with_its_outcome_durable_at_return(bide_row) -> None:
+    # per call: the prepare (the previous step's checkpoint rides in it) and the outcome;
     # plus the run's own first commit (created + leased) and its last (DONE), over K calls
-    assert bide_row["commits_per_call"] == pytest.approx(1 + 2 / K)
+    assert bide_row["commits_per_call"] == pytest.approx(2 + 2 / K)
+
+
+def test_held_outcomes_make_a_tool_step_one_commit(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(held, "HOLD_BOUND", 60.0)
+    row = tool_calls.measure_bide(K, "fast", repeat=1, directory=str(tmp_path),
+                                  outcomes="with_next_commit")
+    assert row["system"] == "bide fast held"
+    # the prepare alone: the previous step's outcome and checkpoint ride in it
+    assert row["commits_per_call"] == pytest.approx(1 + 2 / K)
+
+
+def test_a_tool_call_stores_compact_records(bide_row: dict) -> None:
     assert bide_row["bytes_by_type"]["intent_prepared"] < 150 * K
     assert bide_row["bytes_by_type"]["intent_completed"] < 175 * K
     assert bide_row["intent_bytes_per_call"] <= 2 * tool_calls.ARG + 150

@@ -20,7 +20,7 @@ SENT = [f"sent {i}" for i in range(4)]
 
 def loop_app(tmp_path, kind, action, fault=None) -> dict:
     out = run_app("tool_loop_app.py", str(tmp_path / "home"), str(tmp_path / "effects"), kind,
-                  action, "r1", fault=fault)
+                  action, "r1", fault=fault, env={"BIDE_TEST_TOOL_OUTCOMES": "with_next_commit"})
     if fault is not None:
         assert out.returncode in (-9, 137), out.stdout + out.stderr
         return {}

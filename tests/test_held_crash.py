@@ -29,10 +29,14 @@ DURABLE = [("after_intent_completed", {}), ("after_intent_completed", SLOW)]
 APPS = [("tool_app.py", ()), ("async_tool_app.py", ("sync",)), ("async_tool_app.py", ("async",))]
 
 
-def app(tmp_path, which, kind, *args, fault=None, env=None):
+# these runs hold outcomes: the opt-in whose window this file tests
+HELD = {"BIDE_TEST_TOOL_OUTCOMES": "with_next_commit"}
+
+
+def app(tmp_path, which, kind, *args, fault=None, env=None, outcomes=HELD):
     script, api = which
     return run_app(script, str(tmp_path / "home"), str(tmp_path / "effects"), kind, *api, *args,
-                   fault=fault, env=env)
+                   fault=fault, env={**outcomes, **(env or {})})
 
 
 def crash_then_resume(tmp_path, which, kind, point, env, mode="kill"):
@@ -95,4 +99,42 @@ def test_a_crash_after_the_outcome_rode_or_flushed_replays_it(tmp_path, which, p
     assert run["status"] == "DONE", run["error"]
     assert run["state"]["result"] == "sent to ops@example.com"
     assert effects(tmp_path) == 1
+    assert [i["status"] for i in run["intents"]] == ["completed"]
+
+
+# -- the default: the outcome is durable when ctx.tool returns ---------------------------
+AT_RETURN = {"BIDE_TEST_TOOL_OUTCOMES": "at_return", "BIDE_TEST_DURABILITY": "durable"}
+
+
+@pytest.mark.parametrize("which", APPS, ids=lambda a: "-".join((a[0][:-3], *a[1])))
+@pytest.mark.parametrize("kind", ["plain", "reconciled"])
+def test_a_kill_right_after_the_call_returned_replays_its_result(tmp_path, which, kind):
+    """SIGKILL in the node, the moment ctx.tool (or atool) returned, under durable: the
+    resume replays the recorded result; the tool ran once and no person is asked."""
+    out = app(tmp_path, which, kind, "start", "r1", env={"KILL_AFTER_TOOL": "1"},
+              outcomes=AT_RETURN)
+    assert out.returncode in (-9, 137), out.stderr
+    out = app(tmp_path, which, kind, "resume", "r1", outcomes=AT_RETURN)
+    assert out.returncode == 0, out.stderr
+    run = json.loads(out.stdout)
+    assert run["status"] == "DONE", run["error"]
+    assert effects(tmp_path) == 1
+    assert [(i["status"], i["via"]) for i in run["intents"]] == [("completed", "call")]
+
+
+@pytest.mark.parametrize("which", APPS, ids=lambda a: "-".join((a[0][:-3], *a[1])))
+@pytest.mark.parametrize("point", ["after_intent_completed", "checkpoint_held"])
+def test_a_kill_at_the_outcomes_commit_or_after_it_replays_it(tmp_path, which, point):
+    """Killed at the fault point right after the outcome's own commit, or where the step's
+    checkpoint would be held: nothing of the call is left unknown."""
+    out = app(tmp_path, which, "plain", "start", "r1", fault=f"{point}:1:kill",
+              outcomes=AT_RETURN)
+    if point == "checkpoint_held":  # the next node calls no tool: its checkpoint is not held
+        assert out.returncode == 0, out.stderr
+    else:
+        assert out.returncode in (-9, 137), out.stderr
+    out = app(tmp_path, which, "plain", "resume", "r1", outcomes=AT_RETURN)
+    assert out.returncode == 0, out.stderr
+    run = json.loads(out.stdout)
+    assert run["status"] == "DONE" and effects(tmp_path) == 1
     assert [i["status"] for i in run["intents"]] == ["completed"]

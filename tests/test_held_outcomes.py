@@ -1,7 +1,9 @@
-"""A tool's outcome rides in the task's next commit, or is committed alone soon after.
+"""A tool's outcome is durable when ``ctx.tool`` returns; held outcomes, an opt-in, ride.
 
-engine/run/held.py: one durable commit before a call and none of its own after it,
-without leaving an outcome in memory for longer than ``HOLD_BOUND``.
+engine/run/held.py. By default (``tool_outcomes="at_return"``) the outcome is
+committed before the call returns. With ``Policy(tool_outcomes="with_next_commit")``
+a call costs one durable commit before it and none of its own after it: the outcome
+rides in the task's next commit, never in memory for longer than ``HOLD_BOUND``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from bide.engine.run import held
 from bide.formats import IntentCompleted, IntentPrepared, Record
 
 DEADLINE = 10.0
+HELD = bide.Policy(tool_outcomes="with_next_commit")  # the opt-in whose outcomes ride
 
 
 @bide.tool
@@ -64,7 +67,7 @@ def test_k_calls_cost_k_commits_and_the_outcomes_ride(engine, k, monkeypatch):
 
     def go():
         nonlocal run
-        run = engine.start(f"calls{k}", run_id="r")
+        run = engine.start(f"calls{k}", run_id="r", policy=HELD)
 
     commits = commits_of(engine, go)[1:]  # after the run's creation
     assert run.status == bide.Status.DONE and run.state["out"] == [f"a{i}" for i in range(k)]
@@ -76,6 +79,29 @@ def test_k_calls_cost_k_commits_and_the_outcomes_ride(engine, k, monkeypatch):
     assert not any(c == ["intent_completed"] for c in commits)
     assert sum(c.count("intent_completed") for c in commits) == k
     assert [i["status"] for i in engine.intents("r")] == ["completed"] * k
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_by_default_each_outcome_is_durable_when_the_call_returns(engine, k, monkeypatch):
+    monkeypatch.setattr(held, "HOLD_BOUND", 60.0)  # nothing may wait for the flusher
+    seen: list[str] = []
+
+    def act(state, ctx):
+        out = []
+        for i in range(k):
+            out.append(ctx.tool(echo, f"a{i}"))
+            with engine.store.reader() as r:  # what another process would read right now
+                seen.append(r.intent(ctx.run_id, ctx.intent_key(i)).status)
+        return {"out": out}
+
+    flow = bide.Flow("durable")
+    flow.node(act, name="act", start=True)
+    engine.register(flow)
+    commits = commits_of(engine, lambda: engine.start("durable", run_id="r"))[1:]
+    assert seen == ["completed"] * k
+    # each call: its prepare, then its outcome, each a commit of its own
+    assert commits[:2 * k] == [["intent_prepared"], ["intent_completed"]] * k
+    assert engine.get("r").status == bide.Status.DONE
 
 
 def test_an_outcome_is_flushed_alone_when_the_node_keeps_working(engine):
@@ -96,7 +122,7 @@ def test_an_outcome_is_flushed_alone_when_the_node_keeps_working(engine):
     flow = bide.Flow("slow")
     flow.node(slow, name="act", start=True)
     engine.register(flow)
-    commits = commits_of(engine, lambda: engine.start("slow", run_id="r"))
+    commits = commits_of(engine, lambda: engine.start("slow", run_id="r", policy=HELD))
     assert durable_while_running.is_set()
     assert ["intent_completed"] in commits  # committed on its own, by the flusher
 
@@ -113,7 +139,7 @@ def test_a_failed_carrying_commit_keeps_the_outcome_for_the_next():
         written.append(list(records))
         return list(range(len(records)))
 
-    outcomes = held.HeldOutcomes(commit, bound=3600)
+    outcomes = held.HeldOutcomes(commit, bound=3600, at_return=False)
     first = done("t#0")
     outcomes.hold("t", first)
     prep = prepared("t", 1)
@@ -132,7 +158,7 @@ def test_another_task_does_not_carry_my_outcome_but_a_run_commit_does():
         written.append(list(records))
         return list(range(len(records)))
 
-    outcomes = held.HeldOutcomes(commit, bound=3600)
+    outcomes = held.HeldOutcomes(commit, bound=3600, at_return=False)
     mine = done("a#0")
     outcomes.hold("a", mine)
     outcomes.carry([done("b#0")], "b")
@@ -146,7 +172,7 @@ def test_another_task_does_not_carry_my_outcome_but_a_run_commit_does():
 def test_close_flushes_what_is_still_held():
     written: list[list[Record]] = []
     outcomes = held.HeldOutcomes(lambda rs: written.append(list(rs)) or [0] * len(rs),
-                                 bound=3600)
+                                 bound=3600, at_return=False)
     outcomes.hold("a", done("a#0"))
     assert written == []
     outcomes.close()
@@ -165,7 +191,7 @@ def test_the_flusher_and_the_next_commit_never_write_an_outcome_twice_or_out_of_
         time.sleep(0.0005)
         return list(range(len(records)))
 
-    outcomes = held.HeldOutcomes(commit, bound=0.0005 * (round_ % 4))
+    outcomes = held.HeldOutcomes(commit, bound=0.0005 * (round_ % 4), at_return=False)
     outs = [done(f"t#{i}") for i in range(5)]
     for i, out in enumerate(outs):
         outcomes.hold("t", out)
@@ -208,7 +234,7 @@ def test_a_stale_worker_cannot_flush_its_held_outcome(engine):
     flow.node(robbed, name="act", start=True)
     engine.register(flow)
     with pytest.raises(bide.StaleLease):
-        engine.start("robbed", run_id="r")
+        engine.start("robbed", run_id="r", policy=HELD)
     assert refused  # the flush was refused
     types = [t for _, t, _ in engine.records("r")]
     assert "intent_completed" not in types and "pending_write" not in types
@@ -220,7 +246,7 @@ def test_an_outcome_is_marked_busy_before_it_leaves_the_held_ones():
     when nothing is held or being flushed: between a flush taking an outcome out of
     ``_held`` and marking it busy, both looked empty, and a task's output could commit
     ahead of the outcome it was computed from (found in review)."""
-    outcomes = held.HeldOutcomes(lambda rs: [0] * len(rs), bound=3600)
+    outcomes = held.HeldOutcomes(lambda rs: [0] * len(rs), bound=3600, at_return=False)
     outcomes.hold("a", done("a#0"))
     outcomes.hold("b", done("b#0"))
     seen: list[bool] = []

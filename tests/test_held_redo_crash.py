@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import count_lines, run_app
 
 
-def test_a_kill_in_the_step_after_a_tool_step_finds_the_tool_step_durable(tmp_path):
+@pytest.mark.parametrize("outcomes", ["at_return", "with_next_commit"])
+def test_a_kill_in_the_step_after_a_tool_step_finds_the_tool_step_durable(tmp_path, outcomes):
     home, effects = str(tmp_path / "home"), tmp_path / "effects"
-    env = {"HOLD_BOUND": "60"}
+    env = {"HOLD_BOUND": "60", "BIDE_TEST_TOOL_OUTCOMES": outcomes}
     out = run_app("tool_then_think_app.py", home, str(effects), "start", "r1", env=env)
     assert out.returncode in (-9, 137), out.stdout + out.stderr
     out = run_app("tool_then_think_app.py", home, str(effects), "resume", "r1", env=env)

@@ -98,7 +98,8 @@ class Execution:
         self.last_committed: list[str] = []
         self.steps_since_cp = 0
         self.labels: dict[str, str] = {}  # Send task id -> how errors name it (search[3])
-        self.held = HeldOutcomes(self._fenced, name=run_id)
+        self.held = HeldOutcomes(self._fenced, name=run_id,
+                                 at_return=policy.tool_outcomes == "at_return")
         self._fence = (run_id, token)
         self.callers: set[str] = set()  # nodes seen calling a tool in this worker
         self.threads = TaskThreads(run_id)  # parallel sync tasks' threads, kept while leased

@@ -1,4 +1,15 @@
-"""Tool outcomes that ride in the run's next commit instead of paying for their own.
+"""Tool outcomes, and the checkpoints that ride in the run's next commit.
+
+By default (``Policy.tool_outcomes="at_return"``) a tool's outcome is committed
+before ``ctx.tool`` returns: ``hold`` commits it at once, with anything held for the
+run. What rides instead is the step's checkpoint: a tool loop's checkpoint is held
+(``hold_checkpoint``) and rides in the next step's prepare, so a tool step costs
+two durable commits (prepare, outcome), and a crash before the held checkpoint is
+durable redoes the step, whose call then replays its recorded result.
+
+With ``tool_outcomes="with_next_commit"`` (an explicit opt-in) the outcome itself
+is held, as described below: one commit per tool step, for a window in which a
+crash leaves the call outcome unknown.
 
 A tool call used to cost two durable commits of its own (prepared, completed)
 besides the node's. The prepared record must be durable before the call; the
@@ -50,9 +61,10 @@ class HeldOutcomes:
     ``carry`` so held outcomes ride in it.
     """
 
-    def __init__(self, commit: Commit, *, bound: float | None = None, name: str = "run"
-                 ) -> None:
+    def __init__(self, commit: Commit, *, bound: float | None = None, name: str = "run",
+                 at_return: bool = True) -> None:
         self._commit = commit
+        self._at_return = at_return  # outcomes commit in ``hold``; only checkpoints ride
         self._bound = HOLD_BOUND if bound is None else bound
         self._name = name
         self._lock = threading.Lock()
@@ -70,17 +82,21 @@ class HeldOutcomes:
         self._stuck = False  # a flush failed: leave the outcomes to the task's next commit
 
     def hold(self, task: str, record: Record) -> None:
-        """Keep ``record`` (an outcome) to ride in ``task``'s next commit, or flush it soon."""
+        """Keep ``record`` (an outcome) to ride in ``task``'s next commit, or flush it soon;
+        ``at_return``: commit it now (with what the run holds), durable when this returns."""
+        if self._at_return:
+            with self._lock:
+                self._holders.add(task)  # a tool caller: its step's checkpoint may ride
+            self.carry([record], task)
+            faults.point("after_intent_completed")
+            return
         with self._lock:
             self._held.setdefault(task, []).append(record)
             self._holders.add(task)
             self._last_hold = now = time.monotonic()
             if self._due is None:
                 self._due = now + self._bound
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(target=self._flusher, daemon=True,
-                                                 name=f"bide-held-{self._name}")
-                self._thread.start()
+            self._start_flusher()
             if self._asleep:  # a polling flusher sees the hold by itself: no wake-up per call
                 self._wake.notify()
         faults.point("outcome_held")
@@ -92,12 +108,15 @@ class HeldOutcomes:
         ``on_commit`` is told the record's seq once a commit carried it.
         """
         with self._lock:
-            if not self._held or RUN in self._held:
+            if RUN in self._held or (not self._held and not self._at_return):
                 return False
             # the outcomes and the checkpoint that carries them ride as one
             riders = [rec for recs in self._held.values() for rec in recs]
             self._held = {RUN: [*riders, record]}
             self._on_commit[id(record)] = on_commit
+            if self._due is None:  # at_return: nothing else set when it must be flushed
+                self._due = time.monotonic() + self._bound
+            self._start_flusher()
         faults.point("checkpoint_held")
         return True
 
@@ -158,6 +177,15 @@ class HeldOutcomes:
             self._release(taken)
 
     # -- internals -----------------------------------------------------------
+    def _start_flusher(self) -> None:
+        """Start the flusher thread on the first hold (called holding the lock)."""
+        if self._thread is None and not self._closed:
+            self._thread = threading.Thread(target=self._flusher, daemon=True,
+                                             name=f"bide-held-{self._name}")
+            self._thread.start()
+        elif self._asleep:
+            self._wake.notify()
+
     def _take(self, task: str | None) -> tuple[list[Record], dict[str, list[Record]]]:
         """Claim ``task``'s held outcomes (every task's if None) once no flush has them."""
         deadline = time.monotonic() + _WAIT_LIMIT

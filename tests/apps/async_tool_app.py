@@ -46,6 +46,9 @@ async def git_apply(patch: str, *, idempotency_key: str) -> dict:
     return {"sha": "abc"}
 
 
+# the tool-outcome policy a crash test chose (tests/test_held_crash.py)
+POLICY = bide.Policy(tool_outcomes=os.environ.get("BIDE_TEST_TOOL_OUTCOMES", "at_return"))
+
 flow = bide.Flow("atools")
 
 
@@ -54,6 +57,8 @@ async def act(state, ctx):
     result = await _call(ctx)
     if os.environ.get("SLEEP_AFTER_TOOL"):  # keep working: the outcome is flushed alone
         await asyncio.sleep(float(os.environ["SLEEP_AFTER_TOOL"]))
+    if os.environ.get("KILL_AFTER_TOOL"):  # the call returned: the worker dies at once
+        os.kill(os.getpid(), 9)
     return result
 
 
@@ -70,19 +75,19 @@ async def after(state, ctx):
 
 async def advance(engine: bide.Engine) -> bide.Run:
     if action == "start":
-        return await engine.astart("atools", run_id=run_id)
+        return await engine.astart("atools", run_id=run_id, policy=POLICY)
     if action == "decide":
         await engine.adecide(engine.get(run_id).waiting["approval_id"], sys.argv[7], by="alice")
     run = engine.get(run_id)  # a run that ended in the commit the crash came after is as it is
     return run if run.status == bide.Status.DONE else await engine.aresume(run_id)
 
 
-with bide.open(home, durability="fast") as engine:
+with bide.open(home, durability=os.environ.get("BIDE_TEST_DURABILITY", "fast")) as engine:
     engine.register(flow)
     if api == "async":
         run = asyncio.run(advance(engine))
     elif action == "start":
-        run = engine.start("atools", run_id=run_id)
+        run = engine.start("atools", run_id=run_id, policy=POLICY)
     else:
         if action == "decide":
             engine.decide(engine.get(run_id).waiting["approval_id"], sys.argv[7], by="alice")

@@ -59,6 +59,9 @@ CALLS = {
     "reconciled": lambda ctx: ctx.tool(git_apply, "p-9"),
 }
 
+# the tool-outcome policy a crash test chose (tests/test_held_crash.py)
+POLICY = bide.Policy(tool_outcomes=os.environ.get("BIDE_TEST_TOOL_OUTCOMES", "at_return"))
+
 flow = bide.Flow("tools")
 
 
@@ -67,6 +70,8 @@ def act(state, ctx):
     result = CALLS[kind](ctx)
     if os.environ.get("SLEEP_AFTER_TOOL"):  # keep working: the outcome is flushed alone
         time.sleep(float(os.environ["SLEEP_AFTER_TOOL"]))
+    if os.environ.get("KILL_AFTER_TOOL"):  # the call returned: the worker dies at once
+        os.kill(os.getpid(), 9)
     return {"result": result}
 
 
@@ -75,10 +80,10 @@ def after(state, ctx):
     return {"after": True}
 
 
-with bide.open(home, durability="fast") as engine:
+with bide.open(home, durability=os.environ.get("BIDE_TEST_DURABILITY", "fast")) as engine:
     engine.register(flow)
     if action == "start":
-        run = engine.start("tools", run_id=run_id)
+        run = engine.start("tools", run_id=run_id, policy=POLICY)
     elif action == "resume":  # a run that ended in the commit the crash came after is as it is
         run = engine.get(run_id)
         run = run if run.status == bide.Status.DONE else engine.resume(run_id)

@@ -10,6 +10,7 @@ what rides in what does not depend on the machine's load.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import bide
@@ -42,6 +43,9 @@ def send_reconciled(step: int, *, idempotency_key: str) -> str:
     return f"sent {step}"
 
 
+# the tool-outcome policy a crash test chose (tests/test_held_crash.py)
+POLICY = bide.Policy(tool_outcomes=os.environ.get("BIDE_TEST_TOOL_OUTCOMES", "at_return"))
+
 flow = bide.Flow("loop")
 
 
@@ -57,7 +61,7 @@ flow.route("step", lambda s: "step" if s["i"] < STEPS else bide.END)
 with bide.open(home, durability="fast") as engine:
     engine.register(flow)
     if action == "start":
-        run = engine.start("loop", run_id=run_id)
+        run = engine.start("loop", run_id=run_id, policy=POLICY)
     else:
         run = engine.get(run_id)
         run = run if run.status == bide.Status.DONE else engine.resume(run_id)

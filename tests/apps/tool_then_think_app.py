@@ -29,6 +29,9 @@ def send(turn: int, *, idempotency_key: str) -> str:
     return f"sent {turn}"
 
 
+# the tool-outcome policy a crash test chose (tests/test_held_crash.py)
+POLICY = bide.Policy(tool_outcomes=os.environ.get("BIDE_TEST_TOOL_OUTCOMES", "at_return"))
+
 flow = bide.Flow("tool-then-think")
 
 
@@ -50,7 +53,7 @@ def think(state, ctx):
 with bide.open(home, durability="fast") as engine:
     engine.register(flow)
     if action == "start":
-        run = engine.start("tool-then-think", {}, run_id=run_id)
+        run = engine.start("tool-then-think", {}, run_id=run_id, policy=POLICY)
     else:
         run = engine.resume(run_id)
     print(json.dumps({"status": str(run.status), "state": run.state}))

@@ -396,8 +396,8 @@ class Plan:
     corpus: bool = True
     seed: int = 0
     jobs: int = 2
-    workloads: tuple[str, ...] = ("chain", "fanout", "tools", "approval", "grow", "maintain",
-                                  "map", "timer", "signal", "schedule", "child")
+    workloads: tuple[str, ...] = ("chain", "fanout", "tools", "tools-held", "approval", "grow",
+                                  "maintain", "map", "timer", "signal", "schedule", "child")
 
     @classmethod
     def nightly(cls, seed: int = 0) -> Plan:

@@ -27,8 +27,10 @@ from bide.engine.run.held import HOLD_BOUND
 from bide.formats import PendingWrite
 
 RUN_ID = "r1"
-WORKLOADS = ("chain", "fanout", "tools", "approval", "grow", "maintain", "map", "timer",
-             "signal", "schedule", "child")
+WORKLOADS = ("chain", "fanout", "tools", "tools-held", "approval", "grow", "maintain", "map",
+             "timer", "signal", "schedule", "child")
+# "tools-held" is "tools" with held outcomes, the opt-in whose window the matrix must cover
+POLICIES = {"tools-held": bide.Policy(tool_outcomes="with_next_commit")}
 RESULTS: dict[str, Any] = {
     "send_email": "sent to ops@example.com",
     "create_ticket": {"ticket": "T-1"},
@@ -125,7 +127,7 @@ def build_flow(workload: str, world: World) -> bide.Flow:
         node("b", lambda s, c: {"b": 2}, start=True)
         node("c", flaky, start=True)
         node("d", lambda s, c: {"d": s["a"] + s["b"]}, after=("a", "b", "c"))
-    elif workload == "tools":
+    elif workload in ("tools", "tools-held"):
         node("act", lambda s, c: {
             "email": c.tool(tools["send_email"], "ops@example.com", body="disk full"),
             "ticket": c.tool(tools["create_ticket"], "disk full"),
@@ -243,7 +245,8 @@ def _step(eng: bide.Engine, workload: str, world: World, counts: Counter[str]) -
         if workload == "signal":  # its first signal is sent before the node waits
             eng.submit(f"torture-{workload}", input={"n": 0}, run_id=RUN_ID)
         else:
-            eng.start(f"torture-{workload}", input={"n": 0}, run_id=RUN_ID)
+            eng.start(f"torture-{workload}", input={"n": 0}, run_id=RUN_ID,
+                      policy=POLICIES.get(workload))
         return "STARTED"
     status = head.status
     if status == "DONE":
