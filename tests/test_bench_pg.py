@@ -50,9 +50,10 @@ def test_every_system_runs_the_same_steps_in_a_database_of_its_own(dbs, pg_clust
     assert bide_pg["row_bytes_per_step"] > tool_calls.ARG + tool_calls.RESULT
     assert bide_pg["record_bytes_per_step"] > tool_calls.ARG + tool_calls.RESULT
     assert bide_pg["wal_bytes_per_step"] > bide_pg["row_bytes_per_step"]
-    # one commit per tool step (its prepare, carrying the previous step's outcome and
-    # checkpoint), plus the run's first and last: 1 + 2/K as on LMDB (test_bench_tool_calls)
-    assert bide_pg["commits_per_step"] == pytest.approx(1 + 2 / K)
+    # two commits per tool step (its prepare, carrying the previous step's checkpoint, and
+    # its outcome, durable at return), plus the run's first and last: 2 + 2/K as on LMDB
+    # (test_bench_tool_calls)
+    assert bide_pg["commits_per_step"] == pytest.approx(2 + 2 / K)
     # tables grow by whole 8 KB pages: at K = 4 they may not grow at all (no ratio then)
     assert all(bide_pg[f"x_{key}"] == (1.0 if bide_pg[key] else None) for key in pg_peers.RATIOS)
     assert rows["bide lmdb durable"]["wal_bytes_per_step"] is None  # LMDB has no WAL

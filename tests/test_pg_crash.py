@@ -145,9 +145,22 @@ def test_a_plain_call_with_an_unknown_outcome_waits_for_a_person_on_postgres(pg_
 def test_a_held_outcome_lost_in_memory_is_reconciled_on_postgres(pg_url, here, point, env):
     fault = f"{point}:1:kill" + (",before_outcome_flush:1:kill"
                                  if point == "outcome_rides" else "")
-    tool_app(pg_url, here, "reconciled", "start", fault=fault, env=env)
+    held_env = {"BIDE_TEST_TOOL_OUTCOMES": "with_next_commit", **(env or {})}  # the opt-in
+    tool_app(pg_url, here, "reconciled", "start", fault=fault, env=held_env)
     run = tool_app(pg_url, here, "reconciled", "resume")
     assert run["status"] == Status.DONE and run["intents"][0]["via"] == "reconcile"
+    assert sum(count_lines(here / "effects").values()) == 1
+
+
+def test_a_kill_right_after_the_call_returned_replays_it_on_postgres(pg_url, here):
+    """The default: the outcome is committed (synchronous_commit on) before ctx.tool returns;
+    a worker SIGKILLed the moment it returned leaves a completed call, replayed."""
+    env = {"KILL_AFTER_TOOL": "1", "BIDE_TEST_DURABILITY": "durable"}
+    out = run_app("tool_app.py", pg_url, str(here / "effects"), "plain", "start", "r1", env=env)
+    assert out.returncode in (-9, 137), out.stderr
+    run = tool_app(pg_url, here, "plain", "resume", env={"BIDE_TEST_DURABILITY": "durable"})
+    assert run["status"] == Status.DONE
+    assert [(i["status"], i["via"]) for i in run["intents"]] == [("completed", "call")]
     assert sum(count_lines(here / "effects").values()) == 1
 
 
