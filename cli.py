@@ -156,8 +156,9 @@ class BideGroup(click.Group):
                     for title, rows in COMMAND_MAP]
         other = [(n, self.commands[n].get_short_help_str(60)) for n in self.list_commands(ctx)
                  if n not in mapped and not self.commands[n].hidden]
-        width = max(len(n) for _, rows in [*sections, ("Other", other)] for n, _ in rows)
-        for title, rows in [*sections, ("Other", other)]:
+        groups = [*sections, ("Other", other)]
+        width = max(len(n) for _, rows in groups for n, _ in rows)
+        for title, rows in groups:
             if rows:  # one name column for every section, so the map reads as one table
                 with formatter.section(f"{title} commands"):
                     formatter.write_dl([(n.ljust(width), h) for n, h in rows], col_spacing=2)

@@ -17,7 +17,6 @@ the extra and the pip command. Type checkers see the real import under
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from types import ModuleType
 from typing import Any
 
@@ -63,11 +62,3 @@ def load(module: str, extra: str, what: str) -> ModuleType:
             raise
         raise MissingExtra(what, extra=extra, module=module) from exc
 
-
-def available(module: str) -> bool:
-    """Whether ``module`` can be imported here (its extra is installed), without importing
-    more than its top package's finder needs."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # a parent package is missing
-        return False

@@ -97,8 +97,6 @@ class HeldOutcomes:
             if self._due is None:
                 self._due = now + self._bound
             self._start_flusher()
-            if self._asleep:  # a polling flusher sees the hold by itself: no wake-up per call
-                self._wake.notify()
         faults.point("outcome_held")
 
     def hold_checkpoint(self, record: Record, on_commit: Callable[[int], None]) -> bool:
@@ -178,7 +176,8 @@ class HeldOutcomes:
 
     # -- internals -----------------------------------------------------------
     def _start_flusher(self) -> None:
-        """Start the flusher thread on the first hold (called holding the lock)."""
+        """Start the flusher thread on the first hold, or wake it if it sleeps (called
+        holding the lock); a polling flusher sees the hold by itself: no wake-up per call."""
         if self._thread is None and not self._closed:
             self._thread = threading.Thread(target=self._flusher, daemon=True,
                                              name=f"bide-held-{self._name}")
