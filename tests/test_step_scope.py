@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import threading
 import time
@@ -14,23 +13,15 @@ from bide.engine.run import siblings, tasks
 from bide.engine.run.step import StepScope
 from bide.engine.upkeep import maintenance
 from bide.formats import PendingWrite
+from import_graph import imports, modules
 
-ENGINE = Path(bide.__file__).parent / "engine" / "run"
-
-
-def imported(module: str) -> set[str]:
-    """The engine modules ``module`` imports, at run time or for type checking."""
-    tree = ast.parse((ENGINE / f"{module}.py").read_text())
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            out |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
-    return out
+GRAPH = imports(modules(Path(bide.__file__).resolve().parent, "bide"))
 
 
 @pytest.mark.parametrize("module", ["tasks", "context", "step"])
 def test_the_step_side_does_not_import_the_executor(module):
-    assert "executor" not in imported(module)
+    """Not at run time, not for type checking (tests/import_graph.py reads every import)."""
+    assert "bide.engine.run.executor" not in GRAPH[f"bide.engine.run.{module}"]
 
 
 def test_the_scope_is_frozen(engine):
