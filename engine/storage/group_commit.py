@@ -19,6 +19,12 @@ woke for nothing at every batch (a thread switch costs ~30 us here).
 How a batch is run (each request in its own nested transaction, so that one
 refused request never takes the others with it) is the backend's business:
 ``GroupCommit`` only queues, elects and hands back outcomes.
+
+A backend whose commit becomes durable only after a last flush (LMDB's meta
+page, ``durable_point.py``) returns that wait from ``run_batch``: the leader
+hands the lead on *first*, so the next batch runs under the writer lock while
+this one's flush is on its way, and only then wakes its callers. Work and
+flushes overlap; no caller hears of a commit before it is durable.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ class Request(Generic[T]):
 
 
 Batch = list[Request[Any]]
+Finish = Callable[[], None] | None  # waits until the batch is durable; fails its requests
 
 
 class GroupCommit:
@@ -69,11 +76,13 @@ class GroupCommit:
     Args:
         run_batch: runs a batch in ONE write transaction and settles each request
             (``succeed`` / ``fail``) before returning; it raises only for what no
-            request's outcome records (an interrupt, a bug).
+            request's outcome records (an interrupt, a bug). It may return a
+            ``Finish``: called after the lead is handed on, it returns once the
+            batch is durable, failing (itself) each request whose commit is not.
         name: what is committed to, named in errors.
     """
 
-    def __init__(self, run_batch: Callable[[Batch], None], name: str) -> None:
+    def __init__(self, run_batch: Callable[[Batch], Finish], name: str) -> None:
         self._run_batch, self._name = run_batch, name
         self._lock = threading.Lock()  # the queue and the lead
         self._queue: Batch = []
@@ -135,8 +144,9 @@ class GroupCommit:
         unsettled learns that the batch stopped.
         """
         following: Request[Any] | None = None
+        finish: Finish = None
         try:
-            self._run_batch(batch)
+            finish = self._run_batch(batch)
         except BaseException as exc:  # noqa: BLE001 - every caller of the batch learns of it
             for request in batch:
                 if not request.settled:
@@ -145,14 +155,19 @@ class GroupCommit:
                 raise  # an interrupt after this thread's own outcome was set still reaches it
         finally:
             with self._lock:
-                for request in batch:
-                    request.done = True
                 following = self._hand_lead()
             if following is not None:
-                following.wake.release()
-            for request in batch:
-                if request is not mine:
-                    request.wake.release()
+                following.wake.release()  # the next batch runs while this one's flush does
+            try:
+                if finish is not None:
+                    _finish(finish, batch, mine, self._name)
+            finally:
+                with self._lock:
+                    for request in batch:
+                        request.done = True
+                for request in batch:
+                    if request is not mine:
+                        request.wake.release()
 
     def _hand_lead(self) -> Request[Any] | None:
         """The lead is given up (the lock held): the oldest queued request's thread runs
@@ -176,10 +191,24 @@ class GroupCommit:
         request.done = True
 
 
-def run_alone(run_batch: Callable[[Batch], None], body: Callable[[Any], T]) -> T:
+def _finish(finish: Callable[[], None], batch: Batch, mine: Request[Any], name: str) -> None:
+    """Wait for the batch to be durable; an interrupt meanwhile leaves each of its
+    commits unknown to its caller (the flush may or may not have happened)."""
+    try:
+        finish()
+    except BaseException as exc:
+        for request in batch:
+            if request.exc is None:
+                request.fail(exc if request is mine else _unknown(name, exc))
+        raise
+
+
+def run_alone(run_batch: Callable[[Batch], Finish], body: Callable[[Any], T]) -> T:
     """``body`` as a batch of its own, in this thread, without queueing."""
     request: Request[T] = Request(body)
-    run_batch([request])
+    finish = run_batch([request])
+    if finish is not None:
+        _finish(finish, [request], request, "the store")
     return request.outcome()
 
 

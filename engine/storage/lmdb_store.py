@@ -2,7 +2,8 @@
 
 LMDB facts this code leans on (measured, see DESIGN.md): ``append=True`` needs a
 key above the last key of the whole database, so the log uses one global
-big-endian sequence; a durable commit is two flushes, ``sync=False`` survives a
+big-endian sequence; a durable commit is two flushes (its pages under the writer
+lock, its meta page after it: ``durable_point.py``), ``sync=False`` survives a
 killed process; growing the map is refused while a write transaction is open
 in this process, and another process must adopt the new size with
 ``set_mapsize(0)`` after ``MapResizedError``; one handle per process.
@@ -37,7 +38,8 @@ from ..base.vocabulary import FINISHED
 from . import attention, latest
 from .attention import ATTENTION
 from .change_feed import ChangeFeed, file_feed
-from .group_commit import Batch, GroupCommit, Request, run_alone
+from .durable_point import DurablePoint
+from .group_commit import Batch, Finish, GroupCommit, Request, run_alone
 from .hot_cache import CACHED, MISS, HotCache, Layer
 from .index import (
     DERIVED,
@@ -114,6 +116,7 @@ class _Handle(NamedTuple):
     write_lock: threading.RLock
     readonly: str | None  # why this process cannot write the store, or None
     hot: HotCache  # hot derived values, exact or absent (engine/storage/hot_cache.py)
+    durable: DurablePoint | None  # under "durable": the flush that acknowledges commits
 
 
 _handles: dict[str, _Handle] = {}
@@ -224,8 +227,10 @@ def _acquire_env(path: Path, durability: str, map_size: int) -> _Handle:
             except BaseException:
                 env.close()
                 raise
+        point = None if durability != "durable" or readonly is not None else DurablePoint(
+            lambda: int(env.info()["last_txnid"]), lambda: env.sync(True))
         _handles[key] = found = _Handle(env, 1, durability, os.getpid(), dbs, threading.RLock(),
-                                        readonly, HotCache())
+                                        readonly, HotCache(), point)
         return found
 
 
@@ -283,6 +288,8 @@ def _open_env(key: str, durability: str, map_size: int, *,
     against a process writing the same files meanwhile, which a read-only
     mount or a copy never has.
     """
+    # "durable": LMDB flushes a commit's pages, and its meta page is flushed after the
+    # writer lock is released (durable_point.py); "fast" flushes nothing
     sync = durability == "durable"
     for _ in range(_OPEN_RETRIES):
         try:
@@ -291,7 +298,7 @@ def _open_env(key: str, durability: str, map_size: int, *,
                                  readonly=True, lock=False, readahead=False)
             return lmdb.open(
                 key, map_size=map_size, subdir=True, max_dbs=MAX_DBS, sync=sync,
-                metasync=sync, readahead=False, max_readers=256, mode=PRIVATE_FILE,
+                metasync=False, readahead=False, max_readers=256, mode=PRIVATE_FILE,
             )
         except lmdb.MapResizedError:
             continue  # the other process grew the map between our two steps; read it again
@@ -319,7 +326,8 @@ def _open_dbs(env: lmdb.Environment, *, readonly: bool) -> dict[str, Any]:
             with env.begin(write=True) as txn:
                 dbs = existing_dbs(env, txn, write=True)  # an older layout's too, until moved
                 dbs.update({name: env.open_db(name.encode(), txn=txn) for name in NAMED})
-                return dbs
+            env.sync(True)  # the meta page too (metasync=False): a new store is on disk
+            return dbs
         except lmdb.MapResizedError:
             env.set_mapsize(0)  # no other transaction of ours exists on this new env
 
@@ -693,7 +701,7 @@ class LMDBStore(Observed):
         self._broken: str | None = None
         handle = _acquire_env(self.path, durability, map_size)
         self.env, self.dbs, self._write_lock = handle.env, handle.dbs, handle.write_lock
-        self.hot = handle.hot
+        self.hot, self._durable = handle.hot, handle.durable
         self._commits = GroupCommit(self._run_batch, str(self.path))
         self.batches = 0  # write transactions committed by this object (each one or more callers)
         self.readonly = handle.readonly
@@ -946,8 +954,9 @@ class LMDBStore(Observed):
             return run_alone(self._run_batch, body)
         return self._commits.submit(body)
 
-    def _run_batch(self, batch: Batch) -> None:
-        """Commit ``batch`` in ONE write transaction, growing the map when it fills.
+    def _run_batch(self, batch: Batch) -> Finish:
+        """Commit ``batch`` in ONE write transaction, growing the map when it fills;
+        return the wait that makes it durable (``durable_point.py``), if it needs one.
 
         With more than one request, each runs in its own nested transaction: one
         that raises (a stale fence, a failing check) is rolled back alone and gets
@@ -957,7 +966,7 @@ class LMDBStore(Observed):
         interrupt) fails the requests that had already succeeded in it: their nested
         transactions went with the parent's, so none of their records was stored.
         """
-        committed = False
+        committed, written = False, 0
         try:
             while True:
                 try:
@@ -969,6 +978,7 @@ class LMDBStore(Observed):
                                 _run_nested(self.env, txn, batch)
                         committed = True
                         self.batches += 1
+                        written = int(self.env.info()["last_txnid"]) if self._durable else 0
                     break
                 except _Rollback:
                     break  # every request failed on its own: nothing to commit
@@ -990,6 +1000,28 @@ class LMDBStore(Observed):
         for request in batch:  # lmdb.Error never escapes the store
             if isinstance(request.exc, lmdb.Error):
                 request.fail(self._translated(request.exc))
+        if not committed or self._durable is None:
+            return None
+        point = self._durable
+
+        def finish() -> None:
+            try:
+                with _gate.shared():  # a map resize waits for the flush
+                    point.wait(written)
+            except (lmdb.Error, OSError) as exc:
+                for request in batch:
+                    if request.exc is None:
+                        request.fail(self._flush_failed(exc))
+        return finish
+
+    def _flush_failed(self, exc: BaseException) -> StoreError:
+        """A flush that ends a commit failed: what is on disk is unknown (an fsync error
+        may have dropped the pages it could not write), so the store stops writing."""
+        self._broken = f"the store at {self.path} failed to flush a commit ({exc}); the " \
+                       "engine refuses further writes; reopen it to recover"
+        error = DurabilityLost(self._broken, path=self.path)
+        error.__cause__ = exc
+        return error
 
     def _not_committed(self, exc: BaseException) -> StoreError:
         """What a request that succeeded in a batch abandoned before its commit gets
