@@ -14,7 +14,7 @@ from . import report, suite
 
 @click.command("bench")
 @click.argument("what", type=click.Choice((*suite.WHAT, "watch", "pg-wake", "map", "follow",
-                                                  "timers", "serve")), default="all")
+                                                  "timers", "serve", "commit")), default="all")
 @click.option("--quick", is_flag=True, help="Every workload and policy at small size (< 1 min).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every measurement to this file as JSON.")
@@ -52,7 +52,8 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     timers measures how late an idle watcher resumes sleeping runs (LMDB, and the
     --pg home if given); serve measures bide serve (needs bide[serve]): GET
     /runs/{id} per second against the same read in-process, and decision -> running
-    again over HTTP against an inbox file.
+    again over HTTP against an inbox file; commit measures one durable commit (time,
+    device bytes) against the floors of a write-ahead file and of LMDB behind one.
     """
     if pg_url is not None:
         from ..engine.postgres.home import is_url
@@ -78,6 +79,14 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
         return
     if what == "serve":
         _serve(quick, json_path, home)
+        return
+    if what == "commit":
+        from . import commit_path
+
+        out = commit_path.run(quick=quick, home=home)
+        click.echo(commit_path.render(out))
+        if json_path is not None:
+            json_path.write_text(to_json(out, indent=1) + "\n")
         return
     if plot_path is not None:
         try:
