@@ -1,6 +1,6 @@
 """Many runs at once in one process: what group commit buys.
 
-    python -m bide.bench.concurrency [--steps 200] [--repeat 3]
+    python -m bide.bench.concurrency [--steps 200] [--repeat 3] [--flush-delay-us 1000]
 
 - runs: 1, 2, 4 and 8 durable runs of a ``long`` chain (one node looping, B =
   100), each in its own thread, on ONE engine: total supersteps per second and
@@ -11,15 +11,18 @@
   runs are the most 8 durable runs can reach on this machine (the GIL runs one
   thread's Python at a time, and 8 threads pay for their hand-offs);
 - batches: where the leader's time goes with 8 durable runs — the callers' bodies
-  and the rest of the batch (nested transactions, the commit and its flushes), which
-  LMDB's writer lock keeps one after the other — and so how many callers a batch would
+  and the rest of the batch (nested transactions, the commit and its page flush), which
+  LMDB's writer lock keeps one after the other; the meta-page flush that acknowledges a
+  batch runs after the lock, overlapping the next batch — and so how many callers a batch would
   need for 8 runs to reach 4x one run at those costs (a round of its own: timing each
   body costs two clock reads);
 - fan-out: ms per superstep of ``fanout4`` against ``linear`` (durable default
   policy), raw and net of the same flows run in memory (the durable cost).
 
 Every figure is a median of ``repeat`` runs measured back to back, so a change in
-the machine's load moves the baseline and the case together.
+the machine's load moves the baseline and the case together. ``--flush-delay-us``
+runs it all as on a slower disk (``bench/kit/slow_flush.py``), where flushes, not
+Python, are the limit.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from typing import Any
 from ..engine.api.runtime import open as open_home
 from ..engine.base.vocabulary import Status
 from ..engine.storage.store import WriteEvent
-from .kit import noise, quick_size
+from .kit import noise, quick_size, slow_flush
 from .kit.measure import baseline_seconds
 from .kit.workloads import Workload
 
@@ -350,7 +353,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--flush-delay-us", type=int, default=0, metavar="US",
+                    help="make every flush this much slower (a slower disk's; needs cc)")
     args = ap.parse_args()
+    if args.flush_delay_us:
+        with tempfile.TemporaryDirectory(prefix="bide-slow-") as where:
+            slow_flush.reexec_slow(args.flush_delay_us, Path(where))
+        print(f"every flush made {args.flush_delay_us} us slower (bench/kit/slow_flush.c)")
     with tempfile.TemporaryDirectory(prefix="bide-conc-") as tmp:
         rows = runs_table(Path(tmp), steps=args.steps, repeat=args.repeat)
         batches = batch_breakdown(Path(tmp) / "batches", RUNS[-1], args.steps)
