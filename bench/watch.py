@@ -151,17 +151,21 @@ def latency(root: Path, *, drops: int = 20, burst: int = 200, workers: int = 4
         files = [(run_id, *_file(h.home, aid, i))
                  for i, (run_id, aid) in enumerate(bursts.items())]
         renamed = {}
+        assert h.proc is not None
+        cpu0 = _cpu_seconds(h.proc.pid)
         for run_id, dot, final in files:
             os.rename(dot, final)
             renamed[run_id] = time.time()
         marks = h.wait_marks(set(bursts))
+        cpu = _cpu_seconds(h.proc.pid) - cpu0  # the watcher's own work for the burst
     finally:
         h.stop()
     lat = sorted(marks[r] - t for r, t in renamed.items())
     return {"workers": workers, "drops": drops, "burst": burst,
             "single_p50_ms": statistics.median(single) * 1000,
             "single_max_ms": max(single) * 1000,
-            "burst_p50_ms": statistics.median(lat) * 1000, "burst_last_ms": lat[-1] * 1000}
+            "burst_p50_ms": statistics.median(lat) * 1000, "burst_last_ms": lat[-1] * 1000,
+            "burst_cpu_ms": cpu * 1000}
 
 
 def while_busy(root: Path, *, busy: int = 4, workers: int = 8, node_s: float = 3.0
@@ -278,10 +282,11 @@ def run(*, quick: bool = False, home: Path | None = None,
 def render(out: dict[str, Any]) -> str:
     lines = ["Watcher: rename -> running again (ms)",
              f"{'workers':>8} {'single p50':>11} {'single max':>11} {'burst':>6} "
-             f"{'burst p50':>10} {'burst last':>11}"]
+             f"{'burst p50':>10} {'burst last':>11} {'burst CPU':>10}"]
     for r in out["latency"]:
         lines.append(f"{r['workers']:>8} {r['single_p50_ms']:>11.0f} {r['single_max_ms']:>11.0f} "
-                     f"{r['burst']:>6} {r['burst_p50_ms']:>10.0f} {r['burst_last_ms']:>11.0f}")
+                     f"{r['burst']:>6} {r['burst_p50_ms']:>10.0f} {r['burst_last_ms']:>11.0f} "
+                     f"{r.get('burst_cpu_ms', float('nan')):>10.0f}")
     for r in out["while_busy"]:
         lines += ["", f"a decision while {r['busy_runs']} runs' nodes sleep {r['node_s']:.0f} s: "
                   f"running again after {r['decision_to_running_ms']:.0f} ms "
@@ -310,6 +315,13 @@ def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
         w = f"{r['burst']} files, {r['workers']} workers"
         target(f"burst p50, {w}", "<= 150 ms", r["burst_p50_ms"], r["burst_p50_ms"] <= 150)
         target(f"burst last, {w}", "<= 300 ms", r["burst_last_ms"], r["burst_last_ms"] <= 300)
+        for missed in [t for t in found[-2:] if not t["met"] and "burst_cpu_ms" in r]:
+            missed["bound"] = (
+                f"bound: the watcher spent {r['burst_cpu_ms']:.0f} ms of CPU on the burst "
+                f"({r['burst_cpu_ms'] / r['burst']:.2f} ms a decision: read, check, record, "
+                "move the file, resume and run the flow); one process's Python runs on one "
+                "core at a time (the GIL), so the last run cannot run sooner than that work "
+                "takes, and more workers on 2 cores add hand-offs, not cores")
     for r in out["while_busy"]:
         target("a decision for an idle run while others are busy", "<= 100 ms",
                r["decision_to_running_ms"], r["decision_to_running_ms"] <= 100

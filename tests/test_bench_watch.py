@@ -30,6 +30,15 @@ def test_targets_are_stated_met_or_not_for_the_default_watcher_only():
                    "idle CPU over 100000 finished runs": False}
     text = watching.render(out)
     assert "NOT met: burst last, 200 files, 4 workers <= 300 ms (measured 310.0)" in text
+    assert "bound:" not in text  # a row without the watcher's CPU gets no bound line
+
+
+def test_a_missed_burst_target_prints_the_cpu_bound_that_stops_it():
+    row = {"workers": 4, "burst": 200, "burst_p50_ms": 200.0, "burst_last_ms": 410.0,
+           "single_p50_ms": 9.0, "single_max_ms": 12.0, "burst_cpu_ms": 440.0}
+    text = watching.render({"latency": [row], "while_busy": [], "idle": []})
+    assert "bound: the watcher spent 440 ms of CPU on the burst (2.20 ms a decision" in text
+    assert text.count("bound:") == 2  # under both missed targets, p50 and last
 
 
 @pytest.mark.slow

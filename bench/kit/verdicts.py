@@ -20,6 +20,12 @@ def target_line(t: dict[str, Any], *, detail: bool = False) -> str:
 
 
 def named_lines(targets: Iterable[dict[str, Any]]) -> list[str]:
-    """A ``Targets`` block for target dicts with ``name``/``limit``/``measured``/``met``."""
-    return ["", "Targets"] + [f"  {verdict(t['met'])}: {t['name']} {t['limit']} "
-                              f"(measured {t['measured']})" for t in targets]
+    """A ``Targets`` block for target dicts with ``name``/``limit``/``measured``/``met``; a
+    target missed with a ``bound`` (what stops it) gets it on the next line."""
+    lines = ["", "Targets"]
+    for t in targets:
+        lines.append(f"  {verdict(t['met'])}: {t['name']} {t['limit']} "
+                     f"(measured {t['measured']})")
+        if t.get("bound"):
+            lines.append(f"    {t['bound']}")
+    return lines
