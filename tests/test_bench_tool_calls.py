@@ -87,3 +87,17 @@ def test_back_to_back_rounds_decide_the_time_target() -> None:
     timed = tool_calls.targets(rows, [0.5, 0.9, 0.6])[1]
     assert timed["met"] is True and timed["measured"] == 0.6
     assert "median of 3 rounds" in timed["detail"]
+
+
+def test_a_missed_time_target_prints_the_flushes_that_stop_it() -> None:
+    rows = [row("bide durable", 1.2, 400), row("bide fast", 0.4, 400),
+            row("langgraph sqlite-sync", 1.25, 900)]
+    t = tool_calls.targets(rows)[1]
+    assert t["met"] is False
+    assert "the flushes alone take 0.800 ms a call" in t["bound"]
+    assert "0.64x LangGraph's whole call, leaving 0.075 ms" in t["bound"]
+    text = tool_calls.render({"rows": rows, "targets": tool_calls.targets(rows), "skipped": []})
+    assert "    bound: the flushes alone" in text
+    met = tool_calls.targets([row("bide durable", 0.8, 400), row("bide fast", 0.4, 400),
+                              row("langgraph sqlite-sync", 1.25, 900)])[1]
+    assert met["met"] is True and "bound" not in met

@@ -3,7 +3,7 @@
 A SIGKILL leaves the page cache to the kernel, which writes it all; a power cut
 does not. So durable workers run under ``tests/powercut/writelog.c``, a preload
 shim that records each write and each flush they make in the store, and
-``tests/powercut/image.py`` rebuilds the store as a power cut at a point of that
+``tests/powercut/crash_image.py`` rebuilds the store as a power cut at a point of that
 record could have left it: what a flush covered, and of the rest, per page, any
 prefix of its writes (none at all, at random, or all). Each rebuilt store must
 open, pass ``doctor``, hold every outcome and end the workers had acknowledged
@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "powercut"))
-import image  # noqa: E402
+import crash_image as image  # noqa: E402
 
 HERE = Path(__file__).parent
 APP = HERE / "apps" / "powercut_app.py"

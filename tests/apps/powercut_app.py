@@ -9,7 +9,7 @@ goes to ACKS ("tool RUN I RESULT", "done RUN"): what the caller was told is
 durable. Each real call appends "RUN I" to EFFECTS.
 
 ``check`` opens, one after another, stores rebuilt as a power cut left them
-(tests/powercut/image.py): each IMAGE directory holds ``home/``, ``told`` (the
+(tests/powercut/crash_image.py): each IMAGE directory holds ``home/``, ``told`` (the
 acknowledged lines) and, for the calls a resume makes, a new ``effects``. For each
 it prints one JSON line: whether ``doctor`` found the store whole, which
 acknowledged outcomes or ends it lacks, which acknowledged calls the resume made

@@ -1,6 +1,6 @@
 /* writelog: an LD_PRELOAD shim that records every write and flush a process makes to
  * files under one directory, so a test can rebuild the disk as a power cut could have
- * left it (tests/powercut/image.py). Nothing is changed: each call is passed on.
+ * left it (tests/powercut/crash_image.py). Nothing is changed: each call is passed on.
  *
  *   WRITELOG_DIR   files whose path starts with this are recorded
  *   WRITELOG_FILE  the log, appended to (O_APPEND: processes share it)
