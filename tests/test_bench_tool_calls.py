@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from bide.bench import tool_calls
 from bide.engine.run import held
@@ -101,3 +103,15 @@ def test_a_missed_time_target_prints_the_flushes_that_stop_it() -> None:
     met = tool_calls.targets([row("bide durable", 0.8, 400), row("bide fast", 0.4, 400),
                               row("langgraph sqlite-sync", 1.25, 900)])[1]
     assert met["met"] is True and "bound" not in met
+
+
+def test_the_flush_bound_never_prints_a_negative_time() -> None:
+    negative = re.compile(r"(?<![\w.])-\d")
+    over = [row("bide durable", 2.0, 400), row("bide fast", 0.4, 400),
+            row("langgraph sqlite-sync", 1.25, 900)]  # flushes 1.6 ms > the 0.875 ms budget
+    bound = tool_calls.targets(over)[1]["bound"]
+    assert "more than the whole 0.7x budget (0.875 ms)" in bound and not negative.search(bound)
+    noisy = [row("bide durable", 1.2, 400), row("bide fast", 1.3, 400),
+             row("langgraph sqlite-sync", 1.25, 900)]  # the fast run came out slower
+    bound = tool_calls.targets(noisy)[1]["bound"]
+    assert "within timing noise" in bound and not negative.search(bound)
