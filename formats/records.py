@@ -316,7 +316,12 @@ class ApprovalDecided(Record, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class LeaseAcquired(Record, frozen=True, kw_only=True, omit_defaults=True):
-    """A worker took the right to advance a run; ``token`` fences older workers."""
+    """A worker took the right to advance a run; ``token`` fences older workers.
+
+    ``ttl`` (seconds), when given, is how long the lease lasts from its commit: the
+    store writes ``expires_at`` as its own ``now()`` plus ``ttl`` inside the commit
+    (PostgreSQL: the server's clock), so no host's clock decides when a lease ends.
+    """
 
     TYPE: ClassVar[str] = "lease_acquired"
     run_id: str
@@ -328,6 +333,7 @@ class LeaseAcquired(Record, frozen=True, kw_only=True, omit_defaults=True):
     # the worker's run span, "<trace id>-<span id>" in hex, when its engine traces
     # (engine/run/tracing.py): the worker that resumes the run links its span to it
     trace: str = ""
+    ttl: float = 0.0
 
 
 class LeaseReleased(Record, frozen=True, kw_only=True, omit_defaults=True):

@@ -135,3 +135,16 @@ def test_compact_intents_are_small():
     completed = IntentCompleted(run_id="run-0001", task="12:act:0", index=0, result="r" * 100,
                                 at=1e9)
     assert len(encode(prepared)) + len(encode(completed)) <= 2 * 100 + 150
+
+
+def test_a_lease_grant_written_before_ttl_existed_decodes_with_none():
+    """ttl is a new field with a default, not a new version: a LeaseAcquired an older
+    bide wrote (these bytes) reads with ttl 0 (its expires_at is what the store uses),
+    and an older bide reading a new one ignores the field and reads the same expiry."""
+    before = bytes.fromhex(
+        "6264fb1b46b200010e6c656173655f616371756972656487a672756e5f6964a3722d31a56f776e65"
+        "72a3772d31a5746f6b656e03aa657870697265735f6174cb4025000000000000a8617474656d7074"
+        "7302a26174cb4024800000000000a57472616365d931306166373635313931366364343364643834"
+        "34386562323131633830333139632d62376164366237313639323033333331")
+    record = decode(before)
+    assert record == msgspec.structs.replace(EXAMPLES["lease_acquired"], ttl=0.0)

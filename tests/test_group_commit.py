@@ -295,13 +295,14 @@ def test_delete_renew_and_rebuild_serialize_with_batches(store):
     store.commit([created("r1"), LeaseAcquired(run_id="r1", owner="w", token=1,
                                                expires_at=9e12)])
     got = batched(store, {
-        "renew": lambda: store.renew_lease("r1", 1, 9e12 + 1),
+        "renew": lambda: store.renew_leases([("r1", 1, 60.0)]),
         "delete": lambda: store.delete(lambda r: [0]),
         "commit": lambda: store.commit([created("r2")]),
     })
-    assert got["renew"] is True and got["delete"] == [0] and isinstance(got["commit"], list)
+    assert got["renew"] == [True] and got["delete"] == [0] and isinstance(got["commit"], list)
     with store.reader() as r:
-        assert r.lease_expiry("r1") == (1, 9e12 + 1)
+        token, expires = r.lease_expiry("r1")
+        assert token == 1 and r.now() < expires <= r.now() + 60
         assert r.head("gone") is None and r.head("r2") and r.head("holder")
 
 

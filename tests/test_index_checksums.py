@@ -102,7 +102,7 @@ def test_a_flipped_intent_and_lease_are_named(home):
     with bide.open(home, create=False) as e:  # a heartbeat: r-orphan's lease gets an entry
         with e.store.reader() as r:
             head = r.head("r-orphan")
-        assert e.store.renew_lease("r-orphan", head.lease_token, head.lease_expires + 1)
+        assert e.store.renew_leases([("r-orphan", head.lease_token, 1.0)]) == [True]
     refused = cli(home, "intents", "r-recon")
     assert refused.exit_code == 1 and "table 'intents'" in refused.stderr, refused.stderr
     flip_bit(home, LEASES, b"r-orphan")

@@ -130,7 +130,7 @@ def test_a_commit_announces_only_the_runs_a_watcher_must_act_on(store_and_ears):
     store.commit([LeaseAcquired(run_id="a", owner="w", token=1, expires_at=9e12),
                   StatusChanged(run_id="a", status=Status.RUNNING)])
     store.commit([StatusChanged(run_id="a", status=Status.RUNNING, reason="a step")])
-    store.renew_lease("a", 1, 9e12 + 1)
+    store.renew_leases([("a", 1, 60.0)])
     assert ears.take() == []  # taken, stepping, renewed: nobody else has work here
     store.commit([RunCreated(run_id="b", flow="job", status=Status.RUNNING, at=1.0),
                   LeaseAcquired(run_id="b", owner="w", token=1, expires_at=9e12),

@@ -353,15 +353,41 @@ def test_delete_refolds_the_run_and_never_gives_a_seq_again(open_store):
     assert store.commit([created("r3")]) == [3]
 
 
-def test_renew_lease_extends_only_the_holding_token(open_store):
+def test_renew_leases_extends_only_the_holding_tokens_in_one_call(open_store):
     store = open_store(durability="fast")
     store.commit([created("r1"), LeaseAcquired(run_id="r1", owner="w1", token=1,
+                                               expires_at=5.0),
+                  created("r2"), LeaseAcquired(run_id="r2", owner="w1", token=3,
                                                expires_at=5.0)])
-    assert store.renew_lease("r1", 1, 9e12)
-    assert not store.renew_lease("r1", 2, 9e12)
     with store.reader() as r:
-        assert r.lease_expiry("r1") == (1, 9e12)
+        before = r.now()
+    assert store.renew_leases([("r1", 1, 600.0), ("r1", 2, 600.0), ("r2", 3, 60.0),
+                               ("absent", 1, 60.0)]) == [True, False, True, False]
+    assert store.renew_leases([]) == []
+    with store.reader() as r:
+        (t1, e1), (t2, e2), after = r.lease_expiry("r1"), r.lease_expiry("r2"), r.now()
+        assert r.lease_expiry("absent") is None
+    # written in the store's clock: its now() at the renewal plus each lease's ttl
+    assert (t1, t2) == (1, 3)
+    assert before + 600 <= e1 <= after + 600 and before + 60 <= e2 <= after + 60
     store.commit([StatusChanged(run_id="r1", status="DONE")], fence=("r1", 1))  # renewed: live
+
+
+def test_a_grant_by_ttl_expires_by_the_store_clock(open_store):
+    """A LeaseAcquired that gives ``ttl`` gets its expiry from the store's own clock in
+    the commit, whatever ``expires_at`` the worker wrote (no host's clock decides)."""
+    store = open_store(durability="fast")
+    with store.reader() as r:
+        before = r.now()
+    store.commit([created("r1"), LeaseAcquired(run_id="r1", owner="w1", token=1,
+                                               expires_at=1.0, ttl=30.0)])
+    store.commit(lambda r: [LeaseAcquired(run_id="r1", owner="w2", token=2,
+                                          expires_at=2.0, ttl=45.0)])
+    with store.reader() as r:
+        after, head = r.now(), r.head("r1")
+        first = r.record(1)
+    assert before + 30 <= first.expires_at <= after + 30
+    assert head.lease_token == 2 and before + 45 <= head.lease_expires <= after + 45
 
 
 def test_rebuild_indexes_replays_what_load_returns(open_store):
@@ -385,7 +411,7 @@ def test_on_commit_observers_see_every_durable_write_and_refusals(open_store):
                                                expires_at=9e12)])
     with pytest.raises(StaleLease):
         store.commit([StatusChanged(run_id="r1", status="DONE")], fence=("r1", 2))
-    store.renew_lease("r1", 1, 9e12 + 1)
+    store.renew_leases([("r1", 1, 60.0)])
     store.delete(lambda reader: [1])
     stop()
     store.commit([created("r2")])

@@ -15,10 +15,12 @@ the run each derived key belongs to: the store locks those runs (pg_store).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from ...formats import unpack_value
+from ..base.errors import StoreError
 from ..storage.attention import ATTENTION
 from ..storage.index import (
     APPROVALS,
@@ -50,6 +52,9 @@ T = TypeVar("T")
 _WHOLE_KEY = (RUNS, ATTENTION, LEASES)
 _TAGGED = LG_TABLES  # a one-byte tag, then the thread (the run id of its records)
 HIGH_WATER = "deleted_last_seq"  # meta: the highest seq `delete` removed (never given again)
+# The server's clock in epoch seconds: every host judges leases by this one clock
+# (clock_timestamp(): when the statement runs, i.e. after the locks before it were granted)
+SERVER_NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 
 def prefix_end(prefix: bytes) -> bytes | None:
@@ -61,14 +66,61 @@ def prefix_end(prefix: bytes) -> bytes | None:
 
 
 class PgReader(TableReads):
-    """``store.Reader`` over one open transaction of a psycopg connection."""
+    """``store.Reader`` over one open transaction of a psycopg connection.
 
-    def __init__(self, conn: Any) -> None:
+    A read snapshot given ``reopen`` survives a lost connection (a cut, a server
+    restart): it takes a new snapshot on a new connection and runs again every query
+    it had answered, and goes on only if each answer is the same. The caller has
+    then seen one snapshot, the new one, as if the read had been retried whole. If an
+    answer changed meanwhile, ``ReadChanged`` says so (the caller reads again).
+    """
+
+    def __init__(self, conn: Any, *, reopen: Callable[[], Any] | None = None) -> None:
         self.conn = conn
+        self.server_now: float | None = None
+        self._reopen = reopen  # a new connection, its snapshot begun; None: fail as is
+        self._answered: list[tuple[str, Any, bytes]] = []  # (sql, params, digest of rows)
+
+    def now(self) -> float:
+        """The server's clock: when this snapshot began (``now()`` is the transaction's
+        start), so every lease judged through one reader is judged at one time."""
+        if self.server_now is None:
+            rows = self._rows("SELECT extract(epoch FROM now())::float8", (), keep=False)
+            self.server_now = float(rows[0][0])
+        return self.server_now
 
     def _one(self, sql: str, params: tuple[Any, ...]) -> Any:
-        row = self.conn.execute(sql, params).fetchone()
-        return None if row is None else row[0]
+        rows = self._rows(sql, params)
+        return rows[0][0] if rows else None
+
+    def _rows(self, sql: str, params: Any, *, keep: bool = True) -> list[Any]:
+        """Every row of a query; on a lost connection, the same answer from a new one."""
+        if self._reopen is None:
+            return list(self.conn.execute(sql, params).fetchall())
+        try:
+            rows = list(self.conn.execute(sql, params).fetchall())
+        except psycopg.OperationalError:
+            if not self.conn.broken:
+                raise
+            rows = self._again(sql, params)
+        if keep:
+            self._answered.append((sql, params, _digest(rows)))
+        return rows
+
+    def _again(self, sql: str, params: Any) -> list[Any]:
+        """Reconnect, answer the earlier queries again (they must not have changed), then
+        this one. The store's ``reopen`` gives up with ``StoreError`` past its deadline."""
+        assert self._reopen is not None
+        while True:
+            self.conn = self._reopen()
+            try:
+                for before, args, digest in self._answered:
+                    if _digest(list(self.conn.execute(before, args).fetchall())) != digest:
+                        raise ReadChanged(before)
+                return list(self.conn.execute(sql, params).fetchall())
+            except psycopg.OperationalError:
+                if not self.conn.broken:
+                    raise
 
     def get(self, table: str, key: bytes) -> bytes | None:
         if table == LOG:
@@ -94,7 +146,7 @@ class PgReader(TableReads):
                    + f" ORDER BY key {order} LIMIT {PAGE}")
             params = [table, prefix, *([end] if end is not None else []),
                       *([after] if after is not None else [])]
-            rows = self.conn.execute(sql, params).fetchall()
+            rows = self._rows(sql, params)
             for key, value in rows:
                 yield bytes(key), bytes(value)
             if len(rows) < PAGE:
@@ -108,8 +160,7 @@ class PgReader(TableReads):
             sql = (f"SELECT seq, value FROM {SCHEMA}.log WHERE seq >= %s"
                    + (f" AND seq {cmp} %s" if after is not None else "")
                    + f" ORDER BY seq {order} LIMIT {PAGE}")
-            rows = self.conn.execute(sql, [start, *([after] if after is not None else [])]
-                                     ).fetchall()
+            rows = self._rows(sql, [start, *([after] if after is not None else [])])
             for seq, value in rows:
                 yield int(seq), bytes(value)
             if len(rows) < PAGE:
@@ -135,6 +186,15 @@ class PgReader(TableReads):
         return int(found)
 
 
+class ReadChanged(StoreError):
+    """A read lost its connection, and what it had read was no longer so on a new one."""
+
+    def __init__(self, sql: str) -> None:
+        super().__init__(f"a read of the PostgreSQL store lost its connection and the store "
+                         f"changed before it was back ({sql.split(' WHERE')[0][:60]}...); "
+                         "read again")
+
+
 class PgTables(PgReader):
     """A write transaction's view: ``index.Tables`` with a read cache and buffered writes.
 
@@ -153,6 +213,7 @@ class PgTables(PgReader):
         self._whole: set[tuple[str, bytes]] = set()  # (table, prefix) cached in full...
         self._large: set[tuple[str, bytes]] = set()  # ...but these (read when asked)
         self.runs_read: set[str] = set()  # whose rows this transaction's reads depend on
+        self.leases_taken: set[str] = set()  # whose lease this transaction grants
         self.unbounded = False  # a scan not confined to one run's keys
         self.seqs: list[int] = []  # seqs taken with the locks, when the records were known
         # a SELECT sent with the log rows (one statement: a WITH that inserts them), or
@@ -296,10 +357,9 @@ def pipelined(conn: Any, send: Callable[[], T]) -> T:
     """
     failed: Exception | None = None
     try:
-        with conn.pipeline() as pipeline:
+        with conn.pipeline():
             try:
-                result = send()
-                pipeline.sync()
+                result = send()  # the block's end sends them with one Sync and waits
             except psycopg.Error as exc:
                 failed = exc
     except psycopg.Error:  # the pipeline aborted by ``failed``, or the connection lost
@@ -326,6 +386,10 @@ def range_query(table: str, prefixes: list[bytes]) -> tuple[str, tuple[Any, ...]
             f"FROM {SCHEMA}.kv JOIN "
             "unnest(%s::bytea[], %s::bytea[]) AS p(lo, hi) ON kv.key >= p.lo AND kv.key < p.hi "
             "WHERE kv.tbl = %s", (prefixes, ends, table))
+
+
+def _digest(rows: list[Any]) -> bytes:
+    return hashlib.blake2b(repr(rows).encode(), digest_size=16).digest()
 
 
 def _rows(found: Iterable[Any]) -> dict[tuple[str, bytes], bytes]:

@@ -31,6 +31,16 @@ Decisions (DESIGN.md, "Beyond one machine"), and why:
   decided counts, its exceptions included (``relocks`` counts these).
 - **Fencing in the transaction.** The fence is checked (``run_view.check_fence``)
   after the run's lock, in the same transaction as the write.
+- **Leases by the server's clock.** A grant's expiry, a renewal's, the fence's "is it
+  live" and a takeover's "has it ended" are all judged by ``clock_timestamp()``, read
+  in the transaction once its locks are held (``PgTables.now``): hosts' clocks differ,
+  and a host minutes off must neither take over a live lease nor keep a dead one.
+- **A lease has a lock of its own** (``lease_lock_key``). A renewal takes only that
+  one, so it never waits behind the run's commits (a worker's renewals must not queue
+  behind its own slow commit); a transaction that grants a lease (``LeaseAcquired``)
+  takes both, so a takeover and a renewal of one run are serialized: whichever comes
+  second sees the other. A commit's fence reads the renewal without that lock: a
+  renewal only extends the holder's lease, so a stale read can only refuse it.
 - **Few round trips.** BEGIN, the locks and the rows a commit of those runs
   reads first go in one pipeline; the keys ``apply`` will read
   (``index.keys_of``) and the seqs in a second; the log rows, index writes and
@@ -64,15 +74,16 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from ...formats import Checkpoint, Record, encode
+from ...formats import Checkpoint, LeaseAcquired, Record, encode
 from ..base.errors import NewerStore, NotAHome, StoreError
-from ..storage.index import DERIVED, RUNLOG, apply, keys_of, refold_without
+from ..storage.index import DERIVED, RUNLOG, RUNS, apply, keys_of, refold_without
 from ..storage.latest import STATE
-from ..storage.leases import check_fence, renew_if_held
+from ..storage.leases import check_fence, renew_if_held, stamp_grants
 from ..storage.restore import COPY_MARKER, Row, restore_rows
-from ..storage.store import Check, Later, Logged, Observed, WriteEvent, numbered
+from ..storage.store import LEASES, Check, Later, Logged, Observed, WriteEvent, numbered
 from ..storage.wakeups import announced
 from .connect import connect, pgerrors, psycopg
 from .follow import PgFollowFeed, notify_statement
@@ -81,6 +92,7 @@ from .reader import (
     CREATE,
     HIGH_WATER,
     SCHEMA,
+    SERVER_NOW,
     PgReader,
     PgTables,
     pipelined,
@@ -97,6 +109,7 @@ PG_FORMAT = 2
 DURABILITIES = ("durable", "fast")
 _IDLE = 8  # connections kept open for reuse
 _HOME_LOCK = 0x62696465  # "bide": taken shared by every write, exclusively by delete/rebuild
+_SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 T = TypeVar("T")
 
 
@@ -250,15 +263,27 @@ class PostgresStore(Observed):
     # -- reading -----------------------------------------------------------
     @contextmanager
     def reader(self) -> Iterator[PgReader]:
-        """A REPEATABLE READ snapshot; a connection the server dropped is replaced."""
+        """A REPEATABLE READ snapshot; a connection the server dropped is replaced, before
+        the first query or during the read (``PgReader``: it is read again, as a write is
+        run again), within ``reconnect_timeout``."""
         self._guard()
-        c = self._begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        held = [self._begin(_SNAPSHOT)]
+        deadline = time.monotonic() + self.reconnect_timeout
+
+        def reopen() -> psycopg.Connection[Any]:
+            self._pool.drop(held[0])
+            if time.monotonic() > deadline:
+                raise StoreError(f"a read of {self.home} lost its connection and could not "
+                                 f"read again within {self.reconnect_timeout}s", path=self.home)
+            held[0] = self._begin(_SNAPSHOT)
+            return held[0].conn
+
         try:
-            yield PgReader(c.conn)
+            yield PgReader(held[0].conn, reopen=reopen)
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL error at {self.home}: {exc}", path=self.home) from exc
         finally:
-            self._end(c)
+            self._end(held[0])
 
     def _begin(self, sql: str) -> _Conn:
         """A connection with a transaction begun; an idle one found dead is replaced."""
@@ -286,6 +311,7 @@ class PostgresStore(Observed):
 
     # -- writing -----------------------------------------------------------
     def _write(self, body: Callable[[PgTables], T], *, runs: Iterable[str] = (),
+               leases: Iterable[str] = (), leases_only: bool = False,
                whole_home: bool = False,
                landed: Callable[[PgReader, T], bool] | None = None,
                reads: Sequence[tuple[str, bytes]] = (), seqs: int = 0,
@@ -295,6 +321,8 @@ class PostgresStore(Observed):
 
         Args:
             runs: the runs known up front to be touched (locked before ``body`` runs).
+            leases: the runs whose lease lock to take up front (a grant or a renewal).
+            leases_only: ``body`` reads runs under their lease locks alone (renewals).
             whole_home: take the home's lock exclusively (delete, rebuild).
             reads, seqs, whole_state: what to read and take with the locks
                 (``_begin_write``).
@@ -306,27 +334,26 @@ class PostgresStore(Observed):
         if self.readonly is not None:
             raise StoreError(f"the store at {self.home} is read-only: {self.readonly}",
                              path=self.home)
-        locked, exclusive = set(runs), whole_home
+        locks = _Locks(set(runs), set(leases), whole_home, leases_only)
         deadline = time.monotonic() + self.reconnect_timeout
         attempt = 0
         while time.monotonic() <= deadline:
             attempt += 1
             c, committing = self._pool.take(), False
             try:
-                txn = self._begin_write(c, locked, exclusive, reads, seqs, whole_state)
+                txn = self._begin_write(c, locks, reads, seqs, whole_state)
                 try:
                     result = body(txn)
                 except Exception:
-                    if _unlocked(txn, locked, exclusive):
+                    if locks.missing(txn):
                         raise _Relock() from None  # what it saw may be stale: see again
                     raise
-                if _unlocked(txn, locked, exclusive):
+                if locks.missing(txn):
                     raise _Relock()
                 committing = True
                 txn.write_and_commit()
             except _Relock:
-                locked |= txn.runs_read
-                exclusive = exclusive or txn.unbounded
+                locks.add(txn)
                 self.relocks += 1
                 self._end(c)
                 continue
@@ -356,31 +383,36 @@ class PostgresStore(Observed):
         raise StoreError(f"could not commit to {self.home} within {self.reconnect_timeout}s "
                          "(the server kept refusing or was unreachable)", path=self.home)
 
-    def _begin_write(self, c: _Conn, runs: set[str], exclusive: bool,
+    def _begin_write(self, c: _Conn, locks: _Locks,
                      reads: Sequence[tuple[str, bytes]], seqs: int,
                      whole_state: bool) -> PgTables:
-        """BEGIN, the home's lock, the runs' locks (in one order: no deadlock between
-        commits), the rows their commits read first, ``reads`` and ``seqs`` seqs
-        (``PgTables.seqs``): one round trip. ``whole_state``: each run's whole
-        latest-state table too (a checkpoint's fold reads and compares most of it)."""
+        """BEGIN, the home's lock, the runs' and leases' locks (in one order: no deadlock
+        between commits), the server's clock, the rows their commits read first,
+        ``reads`` and ``seqs`` seqs (``PgTables.seqs``): one round trip. ``whole_state``:
+        each run's whole latest-state table too (a checkpoint's fold reads and compares
+        most of it)."""
         txn = PgTables(c.conn)
-        keys = [*(k for run in sorted(runs) for k in run_keys(run)), *reads]
-        prefixes = [run_prefix(run) for run in sorted(runs)] if whole_state else []
+        runs = sorted(locks.runs)
+        keys = [*(k for run in runs for k in run_keys(run)), *reads]
+        prefixes = [run_prefix(run) for run in runs] if whole_state else []
         if not whole_state:
-            keys += [(STATE, run_prefix(run)) for run in sorted(runs)]  # its directory
+            keys += [(STATE, run_prefix(run)) for run in runs]  # its directory
+        keyed = sorted({*map(lock_key, runs), *map(lease_lock_key, locks.leases)})
 
         def send() -> Any:
             c.conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-            c.conn.execute("SELECT pg_advisory_xact_lock(%s, 0)" if exclusive
+            c.conn.execute("SELECT pg_advisory_xact_lock(%s, 0)" if locks.exclusive
                            else "SELECT pg_advisory_xact_lock_shared(%s, 0)", (_HOME_LOCK,))
-            if runs:  # each statement's snapshot is taken once the one before has ended
+            if keyed:  # each statement's snapshot is taken once the one before has ended
                 c.conn.execute("SELECT count(pg_advisory_xact_lock(k)) FROM "
-                               "unnest(%s::bigint[]) AS k", (sorted(map(lock_key, runs)),))
-            return (c.conn.execute(*prefetch_query(keys)) if keys else None,
+                               "unnest(%s::bigint[]) AS k", (keyed,))
+            return (c.conn.execute(SERVER_NOW),
+                    c.conn.execute(*prefetch_query(keys)) if keys else None,
                     c.conn.execute(*range_query(STATE, prefixes)) if prefixes else None,
                     c.conn.execute(*_next_seqs(seqs)) if seqs else None)
 
-        found, state, given = pipelined(c.conn, send)
+        clock, found, state, given = pipelined(c.conn, send)
+        txn.server_now = float(clock.fetchone()[0])
         if found is not None:
             txn.cache(keys, found.fetchall())
         if state is not None:
@@ -421,7 +453,7 @@ class PostgresStore(Observed):
 
         def body(txn: PgTables) -> list[int]:
             if fence is not None:
-                check_fence(txn, *fence, self.clock())
+                check_fence(txn, *fence, txn.now())
             if check is not None:
                 check(txn)
             given = records(txn) if callable(records) else records
@@ -436,7 +468,10 @@ class PostgresStore(Observed):
                     _reads_of(known), also=_next_seqs(len(given))))
             batch = numbered(given, seqs)
             txn.runs_read.update(_runs_of(batch))  # a Later record's run must be locked too
+            txn.leases_taken.update(_leases_of(batch))
             raws = framed if framed is not None else [encode(r) for r in batch]
+            if (stamped := stamp_grants(batch, txn.now())) is not None:  # the server's clock
+                batch, raws = stamped, [encode(r) for r in stamped]
             txn.append(list(zip(seqs, raws, strict=True)))
             for seq, record, raw in zip(seqs, batch, raws, strict=True):
                 apply(txn, seq, len(raw), record)
@@ -449,14 +484,16 @@ class PostgresStore(Observed):
 
         runs = {fence[0]} if fence is not None else set()
         reads: list[tuple[str, bytes]] = []
+        leases: set[str] = set()
         if not callable(records):
             runs |= _runs_of(records)
             reads = _reads_of(records)
+            leases = _leases_of(records)
         size = 0 if callable(records) else len(records)
         folds = not callable(records) and any(isinstance(r, Checkpoint) for r in records)
         return self._observed_commit(
-            lambda: self._write(body, runs=runs, landed=landed, reads=reads, seqs=size,
-                                whole_state=folds), fence)
+            lambda: self._write(body, runs=runs, leases=leases, landed=landed, reads=reads,
+                                seqs=size, whole_state=folds), fence)
 
     def delete(self, select: Callable[[PgReader], Iterable[int]]) -> list[int]:
         """Remove log records and refold their runs, as ``LMDBStore.delete`` does."""
@@ -474,12 +511,20 @@ class PostgresStore(Observed):
         self._notify(WriteEvent("delete", tuple(removed)))
         return removed
 
-    def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
-        def body(txn: PgTables) -> bool:
-            return renew_if_held(txn, txn, run_id, token, expires_at)
+    def renew_leases(self, leases: Sequence[tuple[str, int, float]]) -> list[bool]:
+        """Renew under the runs' lease locks alone (see the module docstring): a renewal
+        never waits for a run's commit, only for a takeover of that run."""
+        def body(txn: PgTables) -> list[bool]:
+            now = txn.now()
+            return [renew_if_held(txn, txn, run_id, token, now + ttl)
+                    for run_id, token, ttl in leases]
 
-        renewed = self._write(body, runs=(run_id,))
-        self._notify(WriteEvent("renew_lease", fence=(run_id, token), refused=not renewed))
+        runs = {run_id for run_id, _, _ in leases}
+        reads = [(table, run_id.encode(errors="surrogateescape"))
+                 for run_id in sorted(runs) for table in (RUNS, LEASES)]
+        renewed = self._write(body, leases=runs, reads=reads, leases_only=True) if leases \
+            else []
+        self._notify_renewals(leases, renewed)
         return renewed
 
     def rebuild_indexes(self, load: Callable[[PgReader], Iterable[Logged]]) -> int:
@@ -605,13 +650,36 @@ class _Relock(Exception):
     """The transaction read a run it had not locked: run it again holding that lock too."""
 
 
-def _unlocked(txn: PgTables, locked: set[str], exclusive: bool) -> bool:
-    """Did ``txn`` read rows no lock it holds keeps stable?"""
-    return bool(txn.runs_read - locked) or (txn.unbounded and not exclusive)
+@dataclass
+class _Locks:
+    """The locks a write transaction takes up front, grown by each ``_Relock``."""
+
+    runs: set[str]  # the runs' locks: commits of one run are serialized by them
+    leases: set[str]  # the leases' locks: a grant and the renewals of one run
+    exclusive: bool  # the home's lock exclusively (delete, rebuild)
+    leases_only: bool = False  # the body reads runs under their lease locks alone
+
+    def missing(self, txn: PgTables) -> bool:
+        """Did ``txn`` read rows, or grant a lease, that no lock it holds keeps stable?"""
+        stable = self.runs | self.leases if self.leases_only else self.runs
+        return bool(txn.runs_read - stable) or bool(txn.leases_taken - self.leases) or \
+            (txn.unbounded and not self.exclusive)
+
+    def add(self, txn: PgTables) -> None:
+        """Hold, on the next attempt, every lock ``txn`` turned out to need."""
+        if not self.leases_only:
+            self.runs |= txn.runs_read
+        self.leases |= txn.leases_taken | (txn.runs_read if self.leases_only else set())
+        self.exclusive = self.exclusive or txn.unbounded
 
 
 def _runs_of(records: Iterable[Record]) -> set[str]:
     return {r.run_id for r in records}  # type: ignore[attr-defined]
+
+
+def _leases_of(records: Iterable[Record | Later]) -> set[str]:
+    """The runs whose lease these records grant: their lease locks must be held."""
+    return {r.run_id for r in records if isinstance(r, LeaseAcquired)}
 
 
 def _reads_of(records: Sequence[Record]) -> list[tuple[str, bytes]]:
@@ -628,6 +696,13 @@ def lock_key(run_id: str) -> int:
     """The advisory lock key of a run: 64 bits of a hash of its id (a collision only
     makes two runs wait for each other)."""
     digest = hashlib.blake2b(run_id.encode(errors="surrogateescape"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def lease_lock_key(run_id: str) -> int:
+    """The advisory lock key of a run's lease: another 64 bits of a hash of its id."""
+    digest = hashlib.blake2b(run_id.encode(errors="surrogateescape"), digest_size=8,
+                             person=b"bide-lease").digest()
     return int.from_bytes(digest, "big", signed=True)
 
 

@@ -7,9 +7,12 @@ questions for the runtime and the read commands through them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from ...formats import pack_value
+import msgspec
+
+from ...formats import LeaseAcquired, Record, pack_value
 from ..base import faults
 from ..base.errors import StaleLease
 from .index import RunHead, Tables
@@ -26,6 +29,20 @@ def lease_expires(reader: Reader, head: RunHead) -> float:
     if renewed is not None and renewed[0] == head.lease_token:
         return max(head.lease_expires, renewed[1])
     return head.lease_expires
+
+
+def stamp_grants(batch: Sequence[Record], now: float) -> list[Record] | None:
+    """``batch`` with every lease grant that gives a ``ttl`` expiring at the store's
+    ``now`` plus it (every backend's commit); None when no record grants one."""
+    if not any(type(r) is LeaseAcquired and r.ttl for r in batch):
+        return None
+    return [msgspec.structs.replace(r, expires_at=now + r.ttl)
+            if type(r) is LeaseAcquired and r.ttl else r for r in batch]
+
+
+def grants(records: Sequence[Any]) -> bool:
+    """Do ``records`` (known before the commit) grant a lease by ``ttl``?"""
+    return any(type(r) is LeaseAcquired and r.ttl for r in records)
 
 
 def renew_if_held(reader: Reader, tables: Tables, run_id: str, token: int,

@@ -59,7 +59,7 @@ from .index import (
     with_checksum,
 )
 from .latest import SEGMENTS, STATE
-from .leases import check_fence, renew_if_held
+from .leases import check_fence, grants, renew_if_held, stamp_grants
 from .lmdb_layout import (
     LEGACY,
     LEGACY_ONLY,
@@ -474,8 +474,10 @@ class TxnTables:
     ``hot``: a commit's layer of the hot cache, written through."""
 
     def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any],
-                 hot: Layer | None = None) -> None:
+                 hot: Layer | None = None, *, clock: Callable[[], float] | None = None) -> None:
         self.txn, self.dbs, self.lay, self.hot = txn, dbs, layout_of(dbs), hot
+        if clock is not None:
+            self.clock = clock
 
     def get(self, table: str, key: bytes) -> bytes | None:
         return _get(self.txn, self.dbs, self.lay, self.hot, table, key)
@@ -563,8 +565,10 @@ class LMDBReader(TableReads):
     come from ``TableReads`` over ``get``/``scan``."""
 
     def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, Any],
-                 hot: Layer | None = None) -> None:
+                 hot: Layer | None = None, *, clock: Callable[[], float] | None = None) -> None:
         self.txn, self.dbs, self.lay, self.hot = txn, dbs, layout_of(dbs), hot
+        if clock is not None:
+            self.clock = clock
         rule, home = self.lay.routes[LOG]
         self._log_db = dbs[home]
         self._log_prefix = b"" if rule is None else rule(b"")
@@ -828,7 +832,7 @@ class LMDBStore(Observed):
                     txn = None
                 if txn is not None:
                     try:
-                        yield LMDBReader(txn, self.dbs)
+                        yield LMDBReader(txn, self.dbs, clock=self.clock)
                     finally:
                         txn.abort()
                     return
@@ -843,20 +847,26 @@ class LMDBStore(Observed):
         fence: tuple[str, int] | None = None,
     ) -> list[int]:
         framed = None if callable(records) else [encode(r) for r in records]  # fail before any I/O
+        stamp = callable(records) or grants(records)  # a lease's expiry is written in the txn
 
         def body(txn: lmdb.Transaction[bytes], hot: Layer | None) -> list[int]:
-            reader = LMDBReader(txn, self.dbs, hot)
+            reader = LMDBReader(txn, self.dbs, hot, clock=self.clock)
             head = self._check_fence(reader, *fence) if fence is not None else None
             if check is not None:
                 check(reader)
             seq = reader.last_seq()
             batch: Sequence[Record]
+            raws: list[bytes]
             if callable(records):
                 given = records(reader)
                 batch = numbered(given, range(seq + 1, seq + 1 + len(given)))
-                raws = [encode(r) for r in batch]
+                raws = []
             else:  # records, none of them a Later (each was encoded)
                 batch, raws = records, framed  # type: ignore[assignment]
+            if stamp and (stamped := stamp_grants(batch, reader.now())) is not None:
+                batch, raws = stamped, [encode(r) for r in stamped]
+            elif callable(records):
+                raws = [encode(r) for r in batch]
             seqs = []
             tables = TxnTables(txn, self.dbs, hot)
             for record, raw in zip(batch, raws, strict=True):
@@ -912,15 +922,17 @@ class LMDBStore(Observed):
         return removed
 
     def _check_fence(self, reader: LMDBReader, run_id: str, token: int) -> RunHead | None:
-        return check_fence(reader, run_id, token, self.clock(), reader.owned_head)
+        return check_fence(reader, run_id, token, reader.now(), reader.owned_head)
 
-    def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
-        def body(txn: lmdb.Transaction[bytes], hot: Layer | None) -> bool:
-            return renew_if_held(LMDBReader(txn, self.dbs, hot), TxnTables(txn, self.dbs, hot),
-                                 run_id, token, expires_at)
+    def renew_leases(self, leases: Sequence[tuple[str, int, float]]) -> list[bool]:
+        def body(txn: lmdb.Transaction[bytes], hot: Layer | None) -> list[bool]:
+            reader = LMDBReader(txn, self.dbs, hot, clock=self.clock)
+            tables, now = TxnTables(txn, self.dbs, hot), reader.now()
+            return [renew_if_held(reader, tables, run_id, token, now + ttl)
+                    for run_id, token, ttl in leases]
 
-        renewed = self._write_staged(body)
-        self._notify(WriteEvent("renew_lease", fence=(run_id, token), refused=not renewed))
+        renewed = self._write_staged(body) if leases else []
+        self._notify_renewals(leases, renewed)
         return renewed
 
     def _guard(self, write: bool) -> None:

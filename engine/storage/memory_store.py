@@ -33,7 +33,7 @@ from .index import (
     seq_key,
     seq_of,
 )
-from .leases import check_fence, renew_if_held
+from .leases import check_fence, renew_if_held, stamp_grants
 from .restore import COPY_MARKER, Row, restore_rows
 from .store import (
     LEASES,
@@ -72,8 +72,10 @@ _spaces_lock = threading.Lock()
 class MemoryReader(TableReads):
     """``store.Reader`` over one snapshot (or a writer's view of its own changes)."""
 
-    def __init__(self, tables: Snapshot) -> None:
+    def __init__(self, tables: Snapshot, *, clock: Callable[[], float] | None = None) -> None:
         self._tables = tables
+        if clock is not None:
+            self.clock = clock
 
     def get(self, table: str, key: bytes) -> bytes | None:
         return self._tables[table].get(key)
@@ -109,8 +111,8 @@ class MemoryReader(TableReads):
 class _Txn(MemoryReader):
     """A writer's view: reads see its own writes; tables are copied on first write."""
 
-    def __init__(self, base: Snapshot) -> None:
-        super().__init__(dict(base))
+    def __init__(self, base: Snapshot, *, clock: Callable[[], float] | None = None) -> None:
+        super().__init__(dict(base), clock=clock)
         self._copied: set[str] = set()
 
     def _table(self, table: str) -> dict[bytes, bytes]:
@@ -172,12 +174,12 @@ class MemoryStore(Observed):
     @contextmanager
     def reader(self) -> Iterator[MemoryReader]:
         self._guard()
-        yield MemoryReader(self._space.tables)
+        yield MemoryReader(self._space.tables, clock=self.clock)
 
     def _write(self, body: Callable[[_Txn], T]) -> T:
         self._guard()
         with self._space.lock:
-            txn = _Txn(self._space.tables)
+            txn = _Txn(self._space.tables, clock=self.clock)
             result = body(txn)
             self._space.tables = txn.snapshot()  # publish: readers from now on see it
             return result
@@ -197,6 +199,8 @@ class MemoryStore(Observed):
             given = records(txn) if callable(records) else records
             batch = numbered(given, range(seq + 1, seq + 1 + len(given)))
             raws = framed if framed is not None else [encode(r) for r in batch]
+            if (stamped := stamp_grants(batch, txn.now())) is not None:
+                batch, raws = stamped, [encode(r) for r in stamped]
             for record, raw in zip(batch, raws, strict=True):
                 seq += 1
                 txn.put(LOG, seq_key(seq), raw)
@@ -208,7 +212,7 @@ class MemoryStore(Observed):
         return self._observed_commit(lambda: self._write(body), fence)
 
     def _check_fence(self, reader: MemoryReader, run_id: str, token: int) -> None:
-        check_fence(reader, run_id, token, self.clock())
+        check_fence(reader, run_id, token, reader.now())
 
     def delete(self, select: Callable[[MemoryReader], Iterable[int]]) -> list[int]:
         """Remove log records and refold their runs, as ``LMDBStore.delete`` does."""
@@ -222,13 +226,14 @@ class MemoryStore(Observed):
         self._notify(WriteEvent("delete", tuple(removed)))
         return removed
 
-    def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
-        def body(txn: _Txn) -> bool:
-            return renew_if_held(txn, txn, run_id, token, expires_at)
+    def renew_leases(self, leases: Sequence[tuple[str, int, float]]) -> list[bool]:
+        def body(txn: _Txn) -> list[bool]:
+            now = txn.now()
+            return [renew_if_held(txn, txn, run_id, token, now + ttl)
+                    for run_id, token, ttl in leases]
 
-        renewed = self._write(body)
-        self._notify(WriteEvent("renew_lease", fence=(run_id, token),
-                                           refused=not renewed))
+        renewed = self._write(body) if leases else []
+        self._notify_renewals(leases, renewed)
         return renewed
 
     def rebuild_indexes(self, load: Callable[[MemoryReader], Iterable[Logged]]) -> int:

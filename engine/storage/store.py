@@ -39,7 +39,7 @@ class WriteEvent:
     bench counts transactions, torture logs what must survive a crash.
     """
 
-    kind: str  # "commit", "delete", "renew_lease" or "restore" (bide copy)
+    kind: str  # "commit", "delete", "renew_lease" (one per lease) or "restore" (bide copy)
     seqs: tuple[int, ...] = ()
     fence: tuple[str, int] | None = None
     refused: bool = False  # a fenced commit refused (StaleLease); nothing was written
@@ -82,6 +82,12 @@ class Observed:
 
     def _notify(self, event: WriteEvent) -> None:
         notify(self._observers, event)
+
+    def _notify_renewals(self, leases: Sequence[tuple[str, int, float]],
+                         renewed: Sequence[bool]) -> None:
+        """One ``renew_lease`` event per lease of a ``renew_leases`` call."""
+        for (run_id, token, _), ok in zip(leases, renewed, strict=True):
+            self._notify(WriteEvent("renew_lease", fence=(run_id, token), refused=not ok))
 
     def _observed_commit(self, write: Callable[[], list[int]],
                          fence: tuple[str, int] | None) -> list[int]:
@@ -127,6 +133,14 @@ class Reader(Protocol):
     def approvals(self) -> Iterator[ApprovalState]: ...
     def lease_expiry(self, run_id: str) -> tuple[int, float] | None:
         """``(token, expires_at)`` of the latest renewal, if any."""
+
+    def now(self) -> float:
+        """The store's time, in which leases are granted, renewed, fenced and taken over.
+
+        One clock for every worker of a home: LMDB's is the machine's (the store's
+        ``clock``); PostgreSQL's is the server's, read in the transaction, so a host
+        whose clock is off neither takes over a live lease nor keeps a dead one.
+        """
 
     def log(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
         """Every ``(seq, framed bytes)`` of the log from ``start`` on."""
@@ -206,8 +220,16 @@ class Store(Protocol):
             The seqs removed, highest first.
         """
 
-    def renew_lease(self, run_id: str, token: int, expires_at: float) -> bool:
-        """Extend a lease without a log record; False if ``token`` no longer holds it."""
+    def renew_leases(self, leases: Sequence[tuple[str, int, float]]) -> list[bool]:
+        """Extend leases without a log record, in ONE transaction, each to the store's
+        ``now()`` plus its time to live.
+
+        Args:
+            leases: ``(run_id, token, ttl)`` each; ``ttl`` in seconds.
+
+        Returns:
+            For each lease, True if renewed, False if ``token`` no longer holds it.
+        """
 
     def reader(self) -> AbstractContextManager[Reader]:
         """A read snapshot; usable while other processes write."""

@@ -8,7 +8,8 @@ between backends.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 from ...formats import Record, decode, unpack_value
 from .index import (
@@ -29,6 +30,14 @@ from .store import LEASES
 
 class TableReads:
     """Mixed into a reader that has ``get(table, key)``, ``scan(table, prefix)``, ``raw(seq)``."""
+
+    # The store's clock (a backend gives its readers its own): lease expiries are written
+    # and judged in it. PostgreSQL's readers override ``now`` with the server's clock.
+    clock: Callable[[], float] = time.time
+
+    def now(self) -> float:
+        """The store's time: what a lease's expiry is written in and compared with."""
+        return self.clock()
 
     def get(self, table: str, key: bytes) -> bytes | None:
         raise NotImplementedError
