@@ -31,8 +31,12 @@ class LogReader:
     """The few reader calls the run view makes, over a dict ``{seq: record}``."""
 
     def __init__(self, records: dict[int, Record], *, renewal: tuple[int, float] | None = None,
-                 approvals: dict[str, ApprovalState] | None = None) -> None:
+                 approvals: dict[str, ApprovalState] | None = None, now: float = 0.0) -> None:
         self.records, self.renewal, self.approvals = records, renewal, approvals or {}
+        self._now = now
+
+    def now(self) -> float:
+        return self._now
 
     def record(self, seq: int) -> Record:
         return self.records[seq]
@@ -130,7 +134,7 @@ def test_lease_expires_takes_a_renewal_of_the_current_token_only():
 ])
 def test_lease_live(owner: str | None, expires: float, live: bool):
     h = head(lease_owner=owner, lease_token=1, lease_expires=expires)
-    assert RunView(LogReader({}), h).lease_live(now=50.0) is live
+    assert RunView(LogReader({}, now=50.0), h).lease_live() is live  # by the store's clock
 
 
 # -- the approval a run waits for ----------------------------------------------------------

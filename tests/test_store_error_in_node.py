@@ -1,6 +1,7 @@
 """A store that fails under a node (a lost connection, a server restarting for longer
 than the store waits) is not the node's failure: the run stops where it is, keeps
-what is durable, and resumes later; it is never recorded as FAILED for it.
+what is durable, lets its lease go (INTERRUPTED) and resumes later; it is never
+recorded as FAILED for it.
 
 Regression: a StoreError raised by a node's own commit (ctx.tool's intent, a pending
 write) was treated like any exception from the node, so a PostgreSQL restart that cut
@@ -44,7 +45,11 @@ def test_a_store_error_inside_a_node_leaves_the_run_resumable(engine, monkeypatc
     engine.register(flow)
     with pytest.raises(bide.StoreError, match="connection was lost"):
         engine.start("storeerr", run_id="r1")
-    assert engine.get("r1").status == Status.RUNNING  # as a worker that died there
-    run = engine.resume("r1")  # this worker's own lease: it goes on at once
+    # the worker gave the run up and let its lease go at once: any worker resumes it now,
+    # and the retake costs the run no attempt (a lease left to expire would count one)
+    head = engine.get("r1").head
+    assert head.status == Status.INTERRUPTED and head.lease_owner is None
+    assert "the store failed" in (head.reason or "")
+    run = engine.resume("r1")
     assert run.status == Status.DONE and run.state["result"] == "pong x"
-    assert len(calls) == 1
+    assert len(calls) == 1 and engine.get("r1").head.attempts == 0

@@ -41,11 +41,12 @@ from ..human import signing
 from ..human.in_doubt import request_preview
 from ..postgres import home as pg_home
 from ..read import inspect
-from ..run import children, schedules, signals, timers
+from ..run import children, lease_clock, schedules, signals, timers
 from ..run.approvals import Doors, check_decision, decided, undecided
 from ..run.blocking import BLOCKED, block_records, describe, signature
-from ..run.executor import Cursor, Execution
+from ..run.executor import Cursor, Execution, let_go
 from ..run.flow import Flow
+from ..run.lease_clock import Grant, LeaseClock
 from ..run.planned import holder, next_of, sends_of
 from ..run.policy import Policy
 from ..run.recovery import RecoveredRun, RecoverOutcome, RecoverReport
@@ -157,9 +158,10 @@ class Engine(Surface):
     def start(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
               run_id: str | None = None, policy: Policy | None = None) -> Run:
         """Create a run and run it in this thread until it is done, paused or failed."""
+        sent = lease_clock.now()
         run_id = self._create(flow, input, run_id, policy, status=Status.RUNNING)
         faults.point("after_run_created")
-        return self._advance(run_id, token=1)
+        return self._advance(run_id, Grant(1, sent))
 
     async def astart(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
                      run_id: str | None = None, policy: Policy | None = None) -> Run:
@@ -169,9 +171,10 @@ class Engine(Surface):
         stays free while the run advances. Cancelling the awaiting task leaves
         the run INTERRUPTED, resumable at once.
         """
+        sent = lease_clock.now()
         run_id = await off_loop(self._create, flow, input, run_id, policy, status=Status.RUNNING)
         faults.point("after_run_created")
-        return await self._aadvance(run_id, token=1)
+        return await self._aadvance(run_id, Grant(1, sent))
 
     async def asubmit(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
                       run_id: str | None = None, policy: Policy | None = None) -> str:
@@ -202,7 +205,7 @@ class Engine(Surface):
             if self.tracing is not None:
                 span = self.tracing.begin(run_id, flow.name)
             records.append(LeaseAcquired(run_id=run_id, owner=self.owner, token=1,
-                                         expires_at=now + self.lease_ttl, at=now,
+                                         expires_at=0.0, ttl=self.lease_ttl, at=now,
                                          trace="" if span is None else span.ref))
         records.extend(extra)
 
@@ -231,8 +234,8 @@ class Engine(Surface):
             return await children.acarry_on(self, taken)
         return await self._aadvance(run_id, taken)
 
-    def _take(self, run_id: str) -> Run | int:
-        """Lease the run to resume it (its token), or the run if it waits on a decision."""
+    def _take(self, run_id: str) -> Run | Grant:
+        """Lease the run to resume it (its grant), or the run if it waits on a decision."""
         head = self._head(run_id)
         if ended(head):
             raise RunNotResumable(run_id, f"it is {head.status}")
@@ -347,8 +350,11 @@ class Engine(Surface):
                 return children.ready(r, head)
             return RunView(r, head).wait_settled(self.clock())
 
-    def _acquire(self, run_id: str) -> int:
-        """Take the run's lease in one transaction, fencing out any earlier worker."""
+    def _acquire(self, run_id: str) -> Grant:
+        """Take the run's lease in one transaction, fencing out any earlier worker.
+
+        Whether the lease it replaces has ended is judged by the store's clock
+        (``Reader.now``), and the store writes the new lease's expiry in it."""
         now = self.clock()
         span = None
         if self.tracing is not None:
@@ -367,13 +373,13 @@ class Engine(Surface):
                 raise RunNotResumable(run_id, f"it waits for decision {req.approval_id}")
             if not timers.is_due(head, now):
                 raise RunNotResumable(run_id, f"it sleeps until {timers.due_at(head)}")
-            if head.lease_owner != self.owner and view.lease_live(now):
+            if head.lease_owner != self.owner and view.lease_live():
                 raise RunNotResumable(run_id, f"worker {head.lease_owner} holds its lease "
-                                      f"for {view.lease_expires() - now:.1f}s more")
+                                      f"for {view.lease_left():.1f}s more")
             orphaned = head.lease_owner is not None
             records: list[Any] = [LeaseAcquired(
                 run_id=run_id, owner=self.owner, token=head.lease_token + 1,
-                expires_at=now + self.lease_ttl,
+                expires_at=0.0, ttl=self.lease_ttl,
                 attempts=head.attempts + (1 if orphaned else 0), at=now,
                 trace="" if span is None else span.ref)]
             if head.status != Status.RUNNING or head.reason == BLOCKED:
@@ -384,6 +390,7 @@ class Engine(Surface):
 
         # refused (another worker holds the run...): its span is dropped, never ended,
         # so only a worker that took the run exports a run span
+        sent = lease_clock.now()
         seq = self.store.commit(build)[0]
         faults.point("after_lease_acquired")
         with self.store.reader() as r:
@@ -391,27 +398,36 @@ class Engine(Surface):
         assert isinstance(lease, LeaseAcquired)
         if span is not None and self.tracing is not None:
             self.tracing.hold(run_id, lease.token, span)
-        return lease.token
+        return Grant(lease.token, sent)
 
-    def _advance(self, run_id: str, token: int) -> Run:
-        self._execution(run_id, token).run()
+    def _advance(self, run_id: str, grant: Grant) -> Run:
+        self._execution(run_id, grant).run()
         return children.carry_on(self, self.get(run_id))
 
-    async def _aadvance(self, run_id: str, token: int) -> Run:
-        ex = await off_loop(self._execution, run_id, token)
+    async def _aadvance(self, run_id: str, grant: Grant) -> Run:
+        ex = await off_loop(self._execution, run_id, grant)
         await ex.arun()
         return await children.acarry_on(self, await off_loop(self.get, run_id))
 
-    def _execution(self, run_id: str, token: int) -> Execution:
-        head = self._head(run_id)
-        flow = self.flow(head.flow)
-        ex = Execution(store=self.store, doors=self.doors, flow=flow, run_id=run_id, token=token,
-                       owner=self.owner, policy=Policy.from_dict(head.policy),
-                       cursor=self._cursor(head), clock=self.clock, lease_ttl=self.lease_ttl)
+    def _execution(self, run_id: str, grant: Grant) -> Execution:
+        """The worker for a run this process holds; a read that fails before it can run
+        lets the lease go at once (``let_go``), so the run does not wait out its lease."""
+        try:
+            head = self._head(run_id)
+            flow = self.flow(head.flow)
+            cursor = self._cursor(head)
+        except StoreError as exc:
+            let_go(self.store, run_id, grant.token, self.owner, self.clock,
+                   f"reading the run failed: {exc}")
+            raise
+        ex = Execution(store=self.store, doors=self.doors, flow=flow, run_id=run_id,
+                       token=grant.token, owner=self.owner, policy=Policy.from_dict(head.policy),
+                       cursor=cursor, clock=self.clock, lease_ttl=self.lease_ttl,
+                       lease=LeaseClock(self.lease_ttl, grant.sent_at))
         ex.stopping = self.stopping
         ex.flows = self.flows
         if self.tracing is not None:
-            ex.trace = self.tracing.take(run_id, token)
+            ex.trace = self.tracing.take(run_id, grant.token)
         return ex
 
     def _cursor(self, head: RunHead) -> Cursor:

@@ -17,6 +17,7 @@
     │   ├── ReadOnlyHome           the home cannot be written; reading works
     │   ├── DurabilityLost         an fsync failed: the engine stops
     │   ├── StaleLease             a commit with a fencing token that lost its lease (Conflict)
+    │   │   └── LeaseUnproven      a reply came too late to prove the lease: the worker stops
     │   ├── LogUnreadable          log records cannot be read; prune/rebuild refuse
     │   ├── StoreBusy              compact: another process has the store open (Conflict)
     │   ├── CompactFailed          the compacted copy did not verify; nothing swapped
@@ -184,6 +185,21 @@ class StaleLease(StoreError, Conflict):
             f"run {run_id!r}: commit refused, lease token {token} is stale "
             f"(current token {current}); another worker owns this run now"
         )
+
+
+class LeaseUnproven(StaleLease):
+    """This worker can no longer prove its lease is live (a reply came back after the
+    lease's trusted deadline: a partition, a held COMMIT reply), so it stops before it
+    acts: another worker may hold the run by now. Nothing is called; the run is left to
+    whoever holds it (``engine/run/lease_clock.py``)."""
+
+    def __init__(self, run_id: str, token: int, what: str, late_by: float) -> None:
+        self.what, self.late_by = what, late_by
+        self.run_id, self.token, self.current = run_id, token, None
+        StoreError.__init__(
+            self, f"run {run_id!r}: lease token {token} could not be proven live {what} "
+            f"(its trusted deadline passed {late_by:.2f}s before); stopping here, leaving "
+            "the run to whoever holds its lease now")
 
 
 class LogUnreadable(StoreError):
@@ -631,6 +647,7 @@ __all__ = [
     "InvalidSchedule",
     "InvalidTimer",
     "LangGraphThread",
+    "LeaseUnproven",
     "LogUnreadable",
     "MissingExtra",
     "NewerSchema",

@@ -48,7 +48,7 @@ FAULT_POINTS: dict[str, str] = {
     "during_prune": "prune is removing a batch of records",
 }
 
-SWITCHES = ("no_intent_replay", "no_fencing", "no_signal_replay")
+SWITCHES = ("no_intent_replay", "no_fencing", "no_signal_replay", "no_lease_deadline")
 
 
 class InjectedFault(Exception):

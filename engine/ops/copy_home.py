@@ -109,7 +109,7 @@ def copy_home(source: Home, destination: Home, *, resume: bool = False,
             (its inbox, requests and ``signing.json``; default ``.bide``). A
             directory home is its own.
         batch_records: records per destination transaction (at most).
-        now: the time leases are judged at (default: the clock).
+        now: the time leases are judged at (default: the source store's clock).
 
     Returns:
         The report; ``ok`` is False when the doctor or the comparison found a difference.
@@ -122,7 +122,7 @@ def copy_home(source: Home, destination: Home, *, resume: bool = False,
     """
     if batch_records < 1:
         raise ValueError(f"batch_records must be at least 1, not {batch_records}")
-    started, now = time.monotonic(), time.time() if now is None else now
+    started = time.monotonic()
     names = _name(source), _name(destination)
     if names[0] == names[1]:
         raise CopyRefused(*names, "they are the same home")
@@ -163,7 +163,8 @@ def _open(home: Home, local: str | os.PathLike[str] | None, *, create: bool,
     return _End(_name(home), engine.store, engine.home)
 
 
-def _check_source(src: _End, destination: str, checked: DoctorReport, now: float) -> None:
+def _check_source(src: _End, destination: str, checked: DoctorReport,
+                  now: float | None) -> None:
     """Refuse a damaged source, or one a worker is advancing right now."""
     if not checked.ok:
         raise CopyRefused(src.name, destination, f"the source fails bide doctor "
@@ -172,7 +173,7 @@ def _check_source(src: _End, destination: str, checked: DoctorReport, now: float
         _refuse_live_leases(r, src.name, destination, now)
 
 
-def _refuse_live_leases(r: Reader, source: str, destination: str, now: float) -> None:
+def _refuse_live_leases(r: Reader, source: str, destination: str, now: float | None) -> None:
     leased = [h for h in r.heads() if RunView(r, h).lease_live(now)]
     if leased:
         h, more = leased[0], len(leased) - 1
@@ -219,7 +220,7 @@ def _resumable(src: _End, dst: _End, found: str, last: int, resume: bool) -> str
 
 
 # -- copying -----------------------------------------------------------------------------
-def _copy(src: _End, dst: _End, marker: str, start: int, batch_records: int, now: float,
+def _copy(src: _End, dst: _End, marker: str, start: int, batch_records: int, now: float | None,
           report: CopyReport) -> None:
     with src.store.reader() as r:
         _refuse_live_leases(r, src.name, dst.name, now)  # again, in the snapshot copied

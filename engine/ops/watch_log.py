@@ -196,7 +196,7 @@ def leased_elsewhere(reader: Reader, owner: str, now: float) -> list[tuple[RunHe
         if head is None or head.status != Status.RUNNING or head.lease_owner in (None, owner):
             continue
         view = RunView(reader, head)
-        if view.lease_live(now):
+        if view.lease_live():
             out.append((head, f"worker {head.lease_owner} holds its lease for "
-                              f"{view.lease_expires() - now:.1f}s more"))
+                              f"{view.lease_left():.1f}s more"))
     return out

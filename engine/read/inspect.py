@@ -91,7 +91,7 @@ def lease_of(reader: Reader, head: RunHead, now: float) -> dict[str, Any] | None
     view = RunView(reader, head)
     return {"owner": head.lease_owner, "token": head.lease_token,
             "expires_at": view.lease_expires(), "owner_alive": owner_alive(head.lease_owner),
-            "live": view.lease_live(now)}
+            "live": view.lease_live()}
 
 
 def waiting_text(head: RunHead, live: bool, now: float) -> str:
@@ -131,7 +131,7 @@ def runs(engine: Host, *, status: str | None = None, flow: str | None = None,
         heads = heads[:limit] if limit else heads
         rows = []
         for h in heads:
-            live = RunView(r, h).lease_live(now)
+            live = RunView(r, h).lease_live()
             rows.append({
                 "run_id": h.run_id, "flow": h.flow, "status": h.status,
                 "state_version": h.state_version, "superstep": h.superstep,
@@ -382,7 +382,7 @@ def intents(engine: Host, run_id: str | None = None, *, unknown: bool = False,
                 if i.run_id not in live:
                     head = r.head(i.run_id)
                     live[i.run_id] = head is None or (
-                        head.status == Status.RUNNING and RunView(r, head).lease_live(now))
+                        head.status == Status.RUNNING and RunView(r, head).lease_live())
                 if live[i.run_id]:
                     continue
             rows.append(plain(i))

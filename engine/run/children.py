@@ -50,6 +50,7 @@ from ..base.vocabulary import FINISHED, Status, Waiting
 from ..storage.index import RunHead
 from ..storage.store import Reader
 from .host import Host
+from .lease_clock import Grant
 from .runs import MAX_RUN_ID, Run, run_records
 from .state import materialize
 
@@ -77,9 +78,9 @@ class ChildRunner(Host, Protocol):
 
     async def aresume(self, run_id: str) -> Run: ...
 
-    def _take(self, run_id: str) -> Run | int: ...
+    def _take(self, run_id: str) -> Run | Grant: ...
 
-    def _execution(self, run_id: str, token: int) -> Advance: ...
+    def _execution(self, run_id: str, grant: Grant) -> Advance: ...
 
 
 MAX_DEPTH = 16  # runs nested deeper than this are a flow that starts itself for ever
@@ -333,7 +334,7 @@ def _children(engine: ChildRunner, run_id: str) -> list[RunHead]:
         return unfinished(r, run_id)
 
 
-def _retake(engine: ChildRunner, run_id: str) -> int | None:
+def _retake(engine: ChildRunner, run_id: str) -> Grant | None:
     """The parent's lease to go on with it, or None while a child has not ended."""
     taken = engine._take(run_id)
     return None if isinstance(taken, Run) else taken

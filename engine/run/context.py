@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -18,6 +19,7 @@ from typing import Any
 import msgspec
 
 from ...formats import (
+    ApprovalDecided,
     ApprovalRequested,
     IntentCompleted,
     IntentPrepared,
@@ -31,12 +33,14 @@ from ..base import faults
 from ..base.errors import (
     ContextClosed,
     InvalidAnswer,
+    LeaseUnproven,
     Nondeterminism,
     NotATool,
     Paused,
     QuestionExpired,
     QuestionRejected,
     ReconciliationAborted,
+    StaleLease,
     ToolFailed,
     ToolNeedsAwait,
 )
@@ -55,6 +59,8 @@ from .approvals import approval_id, decided, digest_of, question_digest, same_re
 from .run_view import expired
 from .step import StepScope
 from .tools import Outcome, Tool
+
+log = logging.getLogger("bide.lease")
 
 
 class NodeContext:
@@ -77,6 +83,25 @@ class NodeContext:
         self._waits = 0
         self._children = 0
         self._closed = False
+
+    @property
+    def fencing_token(self) -> int:
+        """This worker's fencing token on the run: it grows by one at every takeover.
+
+        A lease guards a tool call only until the lease ends. A tool that may run longer
+        than the lease (or be retried by another worker meanwhile) must hand the token
+        to the system it acts on, which refuses a request carrying a token lower than
+        one it has seen for the run: then a worker cut off past its lease cannot act
+        after its successor has. A tool that takes a ``fencing_token`` keyword gets it.
+        """
+        return self._scope.token
+
+    def idempotency_key(self, index: int | None = None) -> str:
+        """The idempotency key of this node's tool call number ``index`` (default: the
+        next ``ctx.tool`` call), the one an ``idempotency_key`` keyword receives: the
+        same on every run of the node, in any process."""
+        return idempotency_key(self.run_id, self.intent_key(self._calls if index is None
+                                                            else index))
 
     def close(self) -> None:
         """The node returned: from now on every call on this ctx raises ContextClosed."""
@@ -452,9 +477,12 @@ class _ToolCall:
         kwargs = dict(self.kwargs)
         if t.accepts_key:
             kwargs["idempotency_key"] = self.idem
+        if t.accepts_token:
+            kwargs["fencing_token"] = self.scope.token
         tries = 0
         while True:
             self._prepare(attempt)
+            self._lease_proven(attempt)
             try:
                 result = _invoke(t.fn, self.args, kwargs, self.loop)
             except Exception as exc:
@@ -473,7 +501,57 @@ class _ToolCall:
                 self._complete(attempt, ok=False, error=str(exc), error_type="NotSerializable")
                 raise
             self._complete(attempt, ok=True, result=result)
+            if self.scope.policy.tool_outcomes == "at_return":
+                self._lease_proven(attempt, called=True)
             return result
+
+    def _lease_proven(self, attempt: int, *, called: bool = False) -> None:
+        """Go on only on a lease this worker can prove live (engine/run/lease_clock.py).
+
+        Before the call (``called`` False): the prepare's commit may have come back
+        after the lease ended and another worker settled the call and made it. The
+        call is not made; if the lease is still ours after all (the fence decides),
+        the call is recorded as never made (decided ``retry`` by bide), so whoever
+        resumes makes it without asking anyone. After the outcome's commit: it is
+        durable, and the worker stops before doing anything more.
+
+        Raises:
+            LeaseUnproven: the lease's trusted deadline has passed.
+        """
+        lease = self.scope.lease
+        if lease is None or lease.alive() or faults.switch("no_lease_deadline"):
+            return
+        late = lease.late_by()
+        what = (f"after the outcome of {self.t.name} ({self.key}) was committed" if called
+                else f"when the prepare of {self.t.name} ({self.key}) returned")
+        log.warning("run %s: lease token %s could not be proven live %s (%.2fs late); "
+                    "%s", self.ctx.run_id, self.scope.token, what, late,
+                    "stopping" if called else "the tool is NOT called")
+        if not called:
+            self._never_called(attempt)
+        raise LeaseUnproven(self.ctx.run_id, self.scope.token, what, late)
+
+    def _never_called(self, attempt: int) -> None:
+        """Record, under the fence, that this prepared attempt was never called."""
+        aid = approval_id(self.ctx.run_id, self.ctx.task_id, self.index,
+                          kind=f"reconcile@{attempt}")
+        payload = {"tool": self.t.name, "intent": self.key, "idempotency_key": self.idem,
+                   "args_digest": self.digest, "attempts": attempt}
+        now = self.scope.clock()
+        reason = "never called: the worker could not prove its lease when the prepare returned"
+        try:
+            self.scope.commit([
+                ApprovalRequested(
+                    run_id=self.ctx.run_id, approval_id=aid, kind="reconciliation",
+                    node=self.ctx.node, task=self.ctx.task_id, action=f"reconcile {self.t.name}",
+                    payload=payload, digest=digest_of(f"reconcile {self.t.name}", payload),
+                    state_version=self.scope.version, allowed=list(RECONCILE_DECISIONS),
+                    tool=self.t.name, intent=self.key, requested_at=now),
+                ApprovalDecided(run_id=self.ctx.run_id, approval_id=aid,
+                                decision=Decision.RETRY, by="bide", reason=reason, at=now),
+            ], task=self.ctx.task_id)
+        except StaleLease:
+            pass  # another worker holds the run: the call is theirs to settle (outcome unknown)
 
     def _prepare(self, attempt: int) -> None:
         faults.point("before_intent_prepared")

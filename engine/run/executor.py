@@ -7,6 +7,7 @@ a worker that lost the lease cannot write.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,7 +25,7 @@ from ...formats import (
     StatusChanged,
 )
 from ..base import faults
-from ..base.errors import Paused, StaleLease, StoreFull
+from ..base.errors import LeaseUnproven, Paused, StaleLease, StoreError, StoreFull
 from ..base.offload import off_loop
 from ..base.vocabulary import Status, Waiting, pause_status
 from ..storage.call_refs import refer, shorten
@@ -34,8 +35,9 @@ from .approvals import Doors, write_request_file
 from .flow import Flow
 from .full_disk import release_on_full_store
 from .held import HeldOutcomes
+from .lease_clock import LeaseClock
 from .policy import Policy
-from .renewer import renewer
+from .renewer import renewer_for
 from .send import Task, plan_tasks
 from .state import DEFERRED, Op, fold
 from .step import StepScope
@@ -46,6 +48,7 @@ if TYPE_CHECKING:  # OpenTelemetry, loaded by a traced engine only
     from .tracing import RunSpan, StepSpan
 
 _UNTRACED: AbstractContextManager[None] = nullcontext()  # reusable: no cost when off
+log = logging.getLogger("bide.lease")
 
 GEOMETRIC_MIN = 64  # deltas before the first full snapshot under the default policy
 # Each default full snapshot comes at this many times the previous one's version.
@@ -79,10 +82,10 @@ class Execution:
 
     def __init__(self, *, store: Store, doors: Doors, flow: Flow, run_id: str, token: int,
                  owner: str, policy: Policy, cursor: Cursor, clock: Callable[[], float],
-                 lease_ttl: float) -> None:
+                 lease_ttl: float, lease: LeaseClock) -> None:
         self.store, self.doors, self.flow, self.run_id = store, doors, flow, run_id
         self.token, self.owner, self.policy, self.clock = token, owner, policy, clock
-        self.lease_ttl = lease_ttl
+        self.lease_ttl, self.lease = lease_ttl, lease
         self.stopping: threading.Event | None = None
         self.flows: Mapping[str, Flow] = {flow.name: flow}  # the engine's: ctx.child's flows
         c = cursor
@@ -154,9 +157,13 @@ class Execution:
         """Renew the lease while the run advances; a stop from outside ends INTERRUPTED.
 
         Ctrl-C (KeyboardInterrupt) or a cancelled ``astart``/``aresume`` task
-        releases the lease, so any worker can resume at once, and propagates.
+        releases the lease, so any worker can resume at once, and propagates. So does
+        giving up on the run: a lease this worker can no longer prove (``LeaseUnproven``)
+        or a store that failed under it. Releasing costs the run no attempt, where a
+        lease left to expire would count as a worker that died.
         """
-        end_renewals = renewer().add(self._renew_once, max(self.lease_ttl / 3, 0.05))
+        end_renewals = renewer_for(self.store).add(self.run_id, self.token, self.lease_ttl,
+                                                   self.lease)
         try:
             yield
         except KeyboardInterrupt:
@@ -167,6 +174,14 @@ class Execution:
             raise
         except StoreFull as exc:  # the disk filled up: leave the run resumable by any worker
             release_on_full_store(self.store, exc, self.interrupted, lease_ttl=self.lease_ttl)
+            raise
+        except LeaseUnproven as exc:  # still ours, perhaps: the fence decides
+            self.interrupted(f"gave the run up: {exc}", quiet=True)
+            raise
+        except StaleLease:
+            raise  # another worker holds it: nothing of ours to release
+        except StoreError as exc:  # the store failed under the run: let it go if it can
+            self.interrupted(f"gave the run up: the store failed ({exc})", quiet=True)
             raise
         finally:
             self.threads.close()
@@ -197,7 +212,7 @@ class Execution:
                 store=self.store, flow=self.flow, policy=self.policy, run_id=self.run_id,
                 token=self.token, superstep=self.superstep, version=self.version,
                 state=self.state, clock=self.clock, held=self.held, flows=self.flows,
-                threads=self.threads)
+                threads=self.threads, lease=self.lease)
         return base.at(self.superstep, self.version, self.state, self.step_trace)
 
     def _tasks(self) -> list[Task]:
@@ -303,8 +318,9 @@ class Execution:
             run_id=self.run_id, status=Status.INTERRUPTED, reason="worker shut down",
             at=self.clock())])
 
-    def interrupted(self, reason: str) -> None:
-        """Stopped mid-superstep (Ctrl-C, a cancelled task): INTERRUPTED, lease released.
+    def interrupted(self, reason: str, *, quiet: bool = False) -> None:
+        """Stopped mid-superstep (Ctrl-C, a cancelled task, given up): INTERRUPTED, lease
+        released.
 
         No checkpoint: the stop may land anywhere, even between a commit and the
         bookkeeping after it. The latest checkpoint and the pending writes after
@@ -312,16 +328,19 @@ class Execution:
         all it takes for any worker to resume at once. If the run already ended
         (the stop came just after its DONE, pause or failure commit released the
         lease), the fence refuses this commit and the run stays as it ended.
+        ``quiet``: a store that fails this commit too is logged, not raised (the
+        lease then expires as a dead worker's would).
         """
         try:
-            self.commit([
-                StatusChanged(run_id=self.run_id, status=Status.INTERRUPTED, reason=reason,
-                              at=self.clock()),
-                LeaseReleased(run_id=self.run_id, owner=self.owner, token=self.token,
-                              at=self.clock()),
-            ])
+            self.commit(let_go_records(self.run_id, self.token, self.owner, self.clock(),
+                                       reason))
         except StaleLease:
             pass  # it ended, or another worker owns it now: not ours to write
+        except StoreError as exc:
+            if not quiet:
+                raise
+            log.warning("run %s: could not release its lease (%s); it expires in at most "
+                        "%gs", self.run_id, exc, self.lease_ttl)
 
     def _fail(self, node: str, error: str) -> None:
         """Record the failure; finished siblings' pending writes stay for the resume."""
@@ -464,9 +483,30 @@ class Execution:
             return self.policy.full_every
         return max(GEOMETRIC_MIN, (GEOMETRIC_GROWTH - 1) * self.base_version)
 
-    def _renew_once(self) -> bool:
-        """Extend the lease (by the process's renewer); False once it is no longer ours."""
-        return self.store.renew_lease(self.run_id, self.token, self.clock() + self.lease_ttl)
+
+
+def let_go_records(run_id: str, token: int, owner: str, at: float,
+                   reason: str) -> list[Record]:
+    """What a worker commits to let a run go at once: INTERRUPTED, its lease released."""
+    return [StatusChanged(run_id=run_id, status=Status.INTERRUPTED, reason=reason, at=at),
+            LeaseReleased(run_id=run_id, owner=owner, token=token, at=at)]
+
+
+def let_go(store: Store, run_id: str, token: int, owner: str, clock: Callable[[], float],
+           reason: str) -> bool:
+    """Release a lease this worker took but cannot use (its run unreadable now), so any
+    worker resumes the run at once and the retake costs it no attempt; False if the
+    lease is not ours any more or the store cannot be written either (it then expires)."""
+    try:
+        store.commit(let_go_records(run_id, token, owner, clock(), reason),
+                     fence=(run_id, token))
+    except StaleLease:
+        return False
+    except StoreError as exc:
+        log.warning("run %s: could not release its lease (%s); it expires as a dead "
+                    "worker's would", run_id, exc)
+        return False
+    return True
 
 
 def _all_ok(results: list[TaskResult]) -> bool:

@@ -82,10 +82,18 @@ class RunView:
         """When the run's current lease ends (see ``lease_expires``)."""
         return lease_expires(self.reader, self.head)
 
-    def lease_live(self, now: float) -> bool:
-        """Someone holds the lease, it has not expired, and its owner is not a gone process."""
+    def lease_live(self, now: float | None = None) -> bool:
+        """Someone holds the lease, it has not expired, and its owner is not a gone process.
+
+        ``now``: the time to judge it at, in the store's clock; by default the store's
+        own (``Reader.now``), so every host judges a lease by one clock.
+        """
         owner = self.head.lease_owner
-        return owner is not None and self.lease_expires() > now and owner_alive(owner)
+        return owner is not None and self.lease_left(now) > 0 and owner_alive(owner)
+
+    def lease_left(self, now: float | None = None) -> float:
+        """Seconds the current lease has left by the store's clock (negative: ended)."""
+        return self.lease_expires() - (self.reader.now() if now is None else now)
 
     # -- the approval it waits for ------------------------------------------------------
     def awaited_approval(self) -> ApprovalState | None:
@@ -122,7 +130,7 @@ class RunView:
             return self.awaited_approval() is not None and self.wait_settled(now)
         if head.status == Status.SLEEPING:
             return timers.is_due(head, now)
-        return head.status == Status.RUNNING and not self.lease_live(now)
+        return head.status == Status.RUNNING and not self.lease_live()
 
     def workable_at(self, now: float) -> float | None:
         """When ``needs_work`` turns true with no commit in between: the expiry of the
@@ -134,8 +142,8 @@ class RunView:
         head = self.head
         if head.flow == "langgraph":
             return None
-        if head.status == Status.RUNNING and self.lease_live(now):
-            return self.lease_expires()
+        if head.status == Status.RUNNING and self.lease_live():
+            return now + self.lease_left()  # in the caller's clock: its timers are
         if head.status == Status.WAITING_SIGNAL:
             return timers.waiting_until(head)  # its timeout (None: it waits for ever)
         if head.status in WAITING:

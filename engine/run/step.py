@@ -17,6 +17,7 @@ from ...formats import Record
 from ..storage.store import Reader, Store
 from .flow import Flow
 from .held import HeldOutcomes
+from .lease_clock import LeaseClock
 from .policy import Policy
 from .task_threads import TaskThreads
 
@@ -38,6 +39,7 @@ class StepScope:
     flows: Mapping[str, Flow] = field(default_factory=dict)  # what ctx.child may start
     trace: Any = None  # engine/run/tracing.py's StepSpan when the engine traces; else None
     threads: TaskThreads | None = None  # the run's task threads (None: a pool per superstep)
+    lease: LeaseClock | None = None  # how long this worker's lease is known to be live
 
     def at(self, superstep: int, version: int, state: Mapping[str, Any], trace: Any
            ) -> StepScope:

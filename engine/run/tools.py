@@ -63,7 +63,8 @@ class Tool(Generic[P, R]):
         self.backoff = backoff
         # awaited through ctx.atool only: sync ctx.tool cannot run a coroutine
         self.needs_await = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(reconcile)
-        self.accepts_key = _accepts_key(fn)
+        self.accepts_key = _accepts(fn, "idempotency_key")
+        self.accepts_token = _accepts(fn, "fencing_token", var_keyword=False)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -73,14 +74,19 @@ class Tool(Generic[P, R]):
         return f"<bide.tool {self.name}>"
 
 
-def _accepts_key(fn: Callable[..., Any]) -> bool:
+def _accepts(fn: Callable[..., Any], name: str, *, var_keyword: bool = True) -> bool:
+    """Does ``fn`` take keyword ``name`` (or, with ``var_keyword``, any keyword)?
+
+    ``fencing_token`` is passed only to a tool that names it: a ``**kwargs`` tool
+    written before it existed would pass it on to a system that does not know it.
+    """
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
-    return "idempotency_key" in params or any(
+    return name in params or (var_keyword and any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
-    )
+    ))
 
 
 @overload
@@ -99,6 +105,10 @@ def tool(
 
 def tool(fn: Any = None, **options: Any) -> Any:
     """Declare a tool: its calls go through the write-ahead intent log.
+
+    A tool that takes an ``idempotency_key`` keyword gets the call's key (the same on
+    every retry); one that takes ``fencing_token`` gets the worker's fencing token
+    (``ctx.fencing_token``), to pass to a system that refuses an older worker's.
 
     Args:
         idempotent: safe to repeat with the same ``idempotency_key``.

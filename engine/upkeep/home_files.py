@@ -164,11 +164,10 @@ class HomeFiles:
     def orphans(self) -> list[str]:
         """RUNNING runs whose worker is gone (no live lease): a watcher or ``bide recover``
         resumes them; ``bide doctor`` lists them beside the files."""
-        now = self.engine.clock()
         with self.engine.store.reader() as r:
             heads = [h for run_id in attention.run_ids(r) if (h := r.head(run_id)) is not None]
             return [h.run_id for h in heads
-                    if h.status == Status.RUNNING and not RunView(r, h).lease_live(now)]
+                    if h.status == Status.RUNNING and not RunView(r, h).lease_live()]
 
     def prune(self, older_than: float, *, dry_run: bool = False) -> FilesPruned:
         if not older_than >= 0:
