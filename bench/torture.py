@@ -13,16 +13,17 @@ from pathlib import Path
 import click
 
 HARNESS = "bide.tests.torture.harness.torture"
+NETWORK = "bide.tests.torture.harness.network"  # --network: PostgreSQL behind faulty links
 
 
-def load_harness() -> object:
+def load_harness(name: str = HARNESS) -> object:
     """The harness module, or a ClickException when this bide is not a source checkout."""
     import importlib
 
     try:
-        return importlib.import_module(HARNESS)
+        return importlib.import_module(name)
     except ModuleNotFoundError as e:
-        if e.name is None or not HARNESS.startswith(e.name):
+        if e.name is None or not name.startswith(e.name):
             raise
         raise click.ClickException(
             "bide torture runs from a source checkout (it needs tests/torture/harness/, "
@@ -45,9 +46,18 @@ def load_harness() -> object:
 @click.option("--dir", "base", type=click.Path(file_okay=False, path_type=Path),
               help="Where trials run (default: /dev/shm when it exists, else a temporary "
                    "directory).")
+@click.option("--network", "passes", type=click.IntRange(min=1), default=None,
+              metavar="PASSES",
+              help="Instead: PASSES passes of the PostgreSQL network-fault scenarios "
+                   "(partitions, cuts, lost COMMIT replies, latency, server restarts and "
+                   "crashes, clock skew) on a throwaway cluster.")
 def torture(trials: int | None, seed: int, occurrences: int | None, repeat: int | None,
-            nightly: bool, jobs: int, base: Path | None) -> None:
+            nightly: bool, jobs: int, base: Path | None, passes: int | None) -> None:
     """Crash bide at every fault point and at random moments; print the counts."""
+    if passes is not None:
+        network = load_harness(NETWORK)
+        raise SystemExit(network.main(passes=passes, base=base,  # type: ignore[attr-defined]
+                                      seed=seed))
     harness = load_harness()
     raise SystemExit(harness.main(trials=trials, seed=seed,  # type: ignore[attr-defined]
                                   occurrences=occurrences, repeat=repeat, nightly=nightly,
