@@ -82,6 +82,10 @@ class LGWrites(Record, frozen=True, kw_only=True, omit_defaults=True):
     channel the writes replace earlier ones at the same (task, idx); otherwise
     the first write at a (task, idx) wins and later ones are ignored.
     ``error`` is a short text of an ``__error__`` write, for ``bide runs``.
+    ``asks`` are the approval ids bide recorded in the same commit for the
+    ``__interrupt__`` writes (``engine/langgraph/interrupts.py``) and ``waits`` the
+    status they give the thread (``WAITING_INPUT``, or ``NEEDS_RECONCILIATION`` when
+    one asks a person about a tool call whose outcome is unknown).
     """
 
     TYPE: ClassVar[str] = "lg_writes"
@@ -94,6 +98,8 @@ class LGWrites(Record, frozen=True, kw_only=True, omit_defaults=True):
     replace: bool = False
     error: str | None = None
     at: float = 0.0
+    asks: list[str] = []
+    waits: str = ""
 
 
 LANGGRAPH_RECORDS: tuple[type[Record], ...] = (LGBlob, LGCheckpoint, LGWrites)

@@ -69,7 +69,8 @@ def test_store_errors_are_exported_under_store_error():
 def test_bide_langgraph_is_a_submodule_that_loads_langgraph_only_when_used():
     code = ("import sys, bide, bide.langgraph\n"
             "assert 'langgraph' not in sys.modules, 'import bide loaded LangGraph'\n"
-            "assert bide.langgraph.__all__ == ['BideSaver']\n"
+            "assert bide.langgraph.__all__ == ['BideSaver', 'BideTool', 'CallInfo', "
+            "'GraphDriver', 'current_call', 'durable_tool', 'durable_tools', 'serve_graphs']\n"
             "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)

@@ -148,3 +148,16 @@ def test_a_lease_grant_written_before_ttl_existed_decodes_with_none():
         "34386562323131633830333139632d62376164366237313639323033333331")
     record = decode(before)
     assert record == msgspec.structs.replace(EXAMPLES["lease_acquired"], ttl=0.0)
+
+
+def test_lg_writes_written_before_asks_existed_decode_with_none():
+    """asks and waits (the requests an interrupt made) are new fields with defaults: an
+    LGWrites an older bide wrote (these bytes) reads with none, as it was."""
+    before = bytes.fromhex(
+        "6264a948b0d20001096c675f77726974657389a672756e5f6964a174a26e73a3737562ad63686563"
+        "6b706f696e745f6964a3316630a77461736b5f6964a47461736ba97461736b5f70617468a27e61a6"
+        "777269746573929400a56974656d73a76d73677061636bc402910194ffa95f5f6572726f725f5fa7"
+        "6d73677061636bc405a4626f6f6da77265706c616365c3a56572726f72a4626f6f6da26174cb402d"
+        "000000000000")
+    record = decode(before)
+    assert record == msgspec.structs.replace(EXAMPLES["lg_writes"], asks=[], waits="")

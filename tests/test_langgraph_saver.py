@@ -284,7 +284,7 @@ def sigkill_failure_and_interrupt(tmp_path: Path, home: Path | str) -> None:
     seen = _read_until_kill(_start(script, home, counts, 2), "INTERRUPTED")
     failed, interrupted = json.loads(seen["FAILED"]), json.loads(seen["INTERRUPTED"])
     assert failed["status"] == "FAILED" and "c failed once" in failed["error"]
-    assert interrupted["status"] == "INTERRUPTED"
+    assert interrupted["status"] == "WAITING_INPUT"  # its request is in the inbox
     assert interrupted["value"] == {"question": "ship it?"}
     # 3: a new process resumes the interrupt with Command(resume=...)
     proc = _start(script, home, counts, 3)

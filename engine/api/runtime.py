@@ -36,7 +36,7 @@ from ..base.errors import (
 )
 from ..base.offload import off_loop
 from ..base.permissions import private_dir
-from ..base.vocabulary import FINISHED, WAITING, Decision, Status, Waiting
+from ..base.vocabulary import FINISHED, LANGGRAPH, WAITING, Decision, Status, Waiting
 from ..human import signing
 from ..human.in_doubt import request_preview
 from ..postgres import home as pg_home
@@ -59,6 +59,7 @@ from ..storage import attention
 from ..storage.index import RunHead
 from ..storage.lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from ..storage.store import Check, Reader, Store
+from .drivers import ThreadDriver
 from .surface import Surface
 
 if TYPE_CHECKING:  # engine/run/tracing.py imports OpenTelemetry: only a traced engine loads it
@@ -118,6 +119,8 @@ class Engine(Surface):
         self.stopping = threading.Event()
         # with no watcher, start/resume run a parent's child runs in the caller's worker
         self.inline_children = True
+        # what advances runs that are not bide flows: LangGraph threads (``drive``)
+        self.driver: ThreadDriver | None = None
 
     def _require_signing(self, create: bool) -> None:
         """A key given to a writing open marks the home: every process then requires it."""
@@ -151,8 +154,21 @@ class Engine(Surface):
 
     def flow(self, name: str) -> Flow:
         if name not in self.flows:
-            raise UnknownFlow(name, list(self.flows))
+            raise UnknownFlow(name, [*self.flows, *self._graphs()])
         return self.flows[name]
+
+    def drive(self, driver: ThreadDriver) -> None:
+        """Let ``driver`` advance the runs of its flow (``bide.langgraph.serve_graphs``)."""
+        self.driver = driver
+        self.blocked.clear()
+
+    def works_on(self, head: RunHead) -> bool:
+        """Can this engine advance runs like ``head``'s? A LangGraph thread only with a
+        driver: without one, a watcher leaves threads to whoever has their graph."""
+        return head.flow != LANGGRAPH or self.driver is not None
+
+    def _graphs(self) -> list[str]:
+        return [] if self.driver is None else self.driver.names()
 
     # -- starting and resuming ---------------------------------------------
     def start(self, flow: str, input: dict[str, Any] | None = None, *,  # noqa: A002
@@ -188,8 +204,9 @@ class Engine(Surface):
 
     def _create(self, flow_name: str, input: Any, run_id: str | None, policy: Policy | None,
                 status: str, *, extra: Sequence[Any] = (), check: Check | None = None) -> str:
-        """Commit a new run; ``extra`` records ride in the same commit, after ``check``."""
-        flow = self.flow(flow_name)
+        """Commit a new run; ``extra`` records ride in the same commit, after ``check``.
+
+        ``flow_name`` may name a graph of the engine's driver: the run is a thread."""
         run_id = check_run_id(run_id) if run_id is not None else f"r-{uuid.uuid4().hex[:12]}"
         policy = policy or Policy()
         state = dict(input or {})
@@ -199,11 +216,17 @@ class Engine(Surface):
             except NotSerializable as exc:
                 raise StateNotSerializable.of("(input)", key, exc) from None
         now = self.clock()
-        records: list[Any] = run_records(flow, run_id, state, policy.to_dict(), status, now)
+        records: list[Any]
+        if self.driver is not None and flow_name not in self.flows \
+                and flow_name in self.driver.names():
+            records = self.driver.created(flow_name, run_id, state, status, now)
+        else:
+            records = run_records(self.flow(flow_name), run_id, state, policy.to_dict(),
+                                  status, now)
         span = None
         if status == Status.RUNNING:
             if self.tracing is not None:
-                span = self.tracing.begin(run_id, flow.name)
+                span = self.tracing.begin(run_id, flow_name)
             records.append(LeaseAcquired(run_id=run_id, owner=self.owner, token=1,
                                          expires_at=0.0, ttl=self.lease_ttl, at=now,
                                          trace="" if span is None else span.ref))
@@ -243,6 +266,12 @@ class Engine(Surface):
             return self.get(run_id)  # nothing to do until someone decides
         if not timers.is_due(head, self.clock()):
             return self.get(run_id)  # SLEEPING: nothing to do before its due time
+        if head.flow == LANGGRAPH:  # its graph checks what it can resume
+            if self.driver is None:
+                raise RunNotResumable(run_id, "it is a LangGraph thread and this engine has "
+                                      "no graph for it (bide watch --app MODULE:ATTR naming "
+                                      "the compiled graph)")
+            return self._acquire(run_id)
         with self.store.reader() as r:  # the flow must still fit before anything is written
             cp, _, found = RunView(r, head).unfolded()
             sends = sends_of(r, head.checkpoint, cp)
@@ -325,7 +354,8 @@ class Engine(Surface):
         now = self.clock()
         with self.store.reader() as r:
             heads = (r.head(run_id) for run_id in attention.run_ids(r))
-            return [h for h in heads if h is not None and RunView(r, h).needs_work(now)]
+            return [h for h in heads if h is not None and self.works_on(h)
+                    and RunView(r, h).needs_work(now)]
 
     def _give_up(self, head: RunHead, reason: str) -> RecoveredRun:
         def check(r: Reader) -> None:
@@ -401,10 +431,16 @@ class Engine(Surface):
         return Grant(lease.token, sent)
 
     def _advance(self, run_id: str, grant: Grant) -> Run:
+        if self.driver is not None and self._head(run_id).flow == self.driver.flow:
+            self.driver.advance(run_id, grant)
+            return self.get(run_id)
         self._execution(run_id, grant).run()
         return children.carry_on(self, self.get(run_id))
 
     async def _aadvance(self, run_id: str, grant: Grant) -> Run:
+        if self.driver is not None and (await off_loop(self._head, run_id)).flow == \
+                self.driver.flow:
+            return await off_loop(self._advance, run_id, grant)
         ex = await off_loop(self._execution, run_id, grant)
         await ex.arun()
         return await children.acarry_on(self, await off_loop(self.get, run_id))

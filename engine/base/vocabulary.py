@@ -135,3 +135,7 @@ def pause_status(kinds: set[str]) -> Status:
 # the reason on a run that cannot go on for a reason of its own (``blocking``); the
 # wake-ups of a commit (``wakeups``, in the store layer) compare against it too
 BLOCKED = "blocked: cannot be resumed until the error below is fixed (the run's data is kept)"
+
+# The flow of a LangGraph thread's run (``bide.langgraph``): the saver creates it, its
+# graph (not a bide Flow) advances it.
+LANGGRAPH = "langgraph"

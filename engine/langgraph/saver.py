@@ -35,6 +35,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from ..base.errors import CorruptRecord, MissingExtra, StoreError
@@ -42,6 +43,7 @@ from ..base.errors import CorruptRecord, MissingExtra, StoreError
 try:  # the langgraph extra: the class below subclasses LangGraph's saver
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import (
+        INTERRUPT,
         WRITES_IDX_MAP,
         BaseCheckpointSaver,
         ChannelVersions,
@@ -58,9 +60,15 @@ except ModuleNotFoundError as exc:
     raise MissingExtra("bide.langgraph.BideSaver", extra="langgraph",
                        module=exc.name or "langgraph") from exc
 
+from ..base import faults
+from ..base.vocabulary import Decision, Waiting
 from ..postgres.home import is_url, open_store
+from ..run.approvals import decided, write_request_file
+from ..run.host import Doors
 from ..storage.lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
-from ..storage.store import Store
+from ..storage.store import Reader, Store
+from .interrupts import requests as interrupt_requests
+from .held import fence_for
 from .store import Stored, Threads
 
 _ERROR = "__error__"
@@ -70,9 +78,10 @@ _BATCH = 32
 class _Shared:
     """What every copy of a saver shares (``with_allowlist`` makes shallow copies)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, owned: bool = True) -> None:
         self.store = store
         self.threads = Threads(store)
+        self.owned = owned  # False: an engine's store, closed by the engine
         self.closed = False
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -93,8 +102,9 @@ class _Shared:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True)
-        with self.threads.lock:
-            self.store.close()
+        if self.owned:
+            with self.threads.lock:
+                self.store.close()
 
 
 def _where(config: RunnableConfig) -> tuple[str, str]:
@@ -111,6 +121,29 @@ def _checkpoint_id(config: RunnableConfig) -> str | None:
     return get_checkpoint_id(config) or None
 
 
+def _interrupts(value: Any) -> list[Any]:
+    """The ``Interrupt`` objects of an ``__interrupt__`` write (a tuple of them)."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return [i for i in items if hasattr(i, "id") and hasattr(i, "value")]
+
+
+def unanswered(r: Reader, thread: str, now: float) -> list[Any]:
+    """A new checkpoint of a thread that waited at interrupts: it went on without bide
+    (its caller resumed it with ``Command(resume=...)``), so the requests still open
+    are closed as answered elsewhere; ``bide pending`` shows only what still waits."""
+    head = r.head(thread)
+    waiting = (head.waiting or {}) if head is not None else {}
+    if waiting.get("type") != "interrupt":
+        return []
+    closed = []
+    for aid in waiting.get("approval_ids") or []:
+        req = r.approval(aid)
+        if req is not None and req.decision is None and req.kind == Waiting.INPUT:
+            closed.append(decided(req, Decision.ANSWER, by="langgraph",
+                                  reason="the thread was resumed by its caller", at=now))
+    return closed
+
+
 def _take(items: Iterator[Any], n: int) -> list[Any]:
     out = []
     for item in items:
@@ -123,6 +156,9 @@ def _take(items: Iterator[Any], n: int) -> list[Any]:
 class BideSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpoint saver that keeps threads in a bide home.
 
+    Its ``interrupt()``s become requests in the home's inbox, and bide tools
+    (``durable_tool``) of its graphs record their calls in the thread's run.
+
     Args:
         home: the bide home directory (created if missing), or a ``postgresql://``
             URL (its store is created if missing); default ``$BIDE_HOME`` or ``./.bide``.
@@ -130,6 +166,8 @@ class BideSaver(BaseCheckpointSaver[str]):
         serde: LangGraph serializer; default ``JsonPlusSerializer``.
         map_size: initial LMDB map size; the map grows by itself when full.
         max_size: the size the map may grow to (neither applies to PostgreSQL).
+        interrupt_ttl: seconds an ``interrupt()``'s request waits for a decision
+            before it expires (and the thread resumes with a rejection); None: for ever.
 
     Raises:
         NotAHome: ``home`` exists and is not a bide home.
@@ -138,19 +176,38 @@ class BideSaver(BaseCheckpointSaver[str]):
         ImportError: a PostgreSQL home without psycopg installed.
     """
 
+    is_bide_saver = True  # what a bide tool looks for in its graph's config (tools.py)
+
     def __init__(self, home: str | os.PathLike[str] | None = None, *,
                  durability: str = "durable", serde: SerializerProtocol | None = None,
-                 map_size: int = DEFAULT_MAP_SIZE, max_size: int = DEFAULT_MAX_SIZE) -> None:
+                 map_size: int = DEFAULT_MAP_SIZE, max_size: int = DEFAULT_MAX_SIZE,
+                 interrupt_ttl: float | None = None) -> None:
         super().__init__(serde=serde)
         home = home if home is not None else os.environ.get("BIDE_HOME") or ".bide"
         store: Store
+        doors = None
         if is_url(home):
             store = open_store(str(home), durability=durability, create=True, clock=time.time)
         else:
             store = LMDBStore(home, durability=durability, map_size=map_size,
                               max_size=max_size)
-        self.home, self.durability = store.home, durability
-        self._shared = _Shared(store)
+            doors = Doors.of(Path(home))
+        self._setup(_Shared(store), doors, interrupt_ttl)
+
+    def _setup(self, shared: _Shared, doors: Doors | None, interrupt_ttl: float | None) -> None:
+        self.home, self.durability = shared.store.home, shared.store.durability
+        self._shared, self.doors, self.interrupt_ttl = shared, doors, interrupt_ttl
+
+    @classmethod
+    def on_store(cls, store: Store, *, doors: Doors | None = None,
+                 serde: SerializerProtocol | None = None,
+                 interrupt_ttl: float | None = None) -> BideSaver:
+        """A saver on a store already open (an engine's: ``bide.langgraph.saver_for``);
+        closing it leaves the store open."""
+        saver = cls.__new__(cls)
+        BaseCheckpointSaver.__init__(saver, serde=serde)
+        saver._setup(_Shared(store, owned=False), doors, interrupt_ttl)
+        return saver
 
     @classmethod
     @contextmanager
@@ -194,7 +251,10 @@ class BideSaver(BaseCheckpointSaver[str]):
         step, source, run = meta.get("step"), meta.get("source"), meta.get("run_id")
         updated = checkpoint.get("updated_channels")
         dumps = self.serde.dumps_typed
+        now = self.threads.clock()
         self.threads.put(
+            fence=fence_for(thread),
+            extra=None if ns else lambda r: unanswered(r, thread, now),
             thread=thread, ns=ns, checkpoint_id=checkpoint["id"],
             parent_id=config["configurable"].get("checkpoint_id"),
             checkpoint=dumps(rest), metadata=dumps(meta), versions=versions,
@@ -218,12 +278,32 @@ class BideSaver(BaseCheckpointSaver[str]):
         thread, ns = _where(config)
         dumps = self.serde.dumps_typed
         error = next((repr(v)[:500] for ch, v in writes if ch == _ERROR), None)
+        found = [i for ch, v in writes if ch == INTERRUPT for i in _interrupts(v)]
+        asked: list[Any] = []
+        ask = None
+        if found and not ns:  # a subgraph's interrupts reach the root's writes too
+            now, ttl = self.threads.clock(), self.interrupt_ttl
+
+            def ask(r: Any) -> tuple[list[Any], list[str], str]:
+                head = r.head(thread)
+                got = interrupt_requests(
+                    r, thread=thread, task_id=task_id, task_path=task_path,
+                    interrupts=found, state_version=0 if head is None else head.state_version,
+                    now=now, ttl=ttl)
+                asked[:] = got.records
+                return list(got.records), got.ids, got.status
         self.threads.put_writes(
             thread=thread, ns=ns, checkpoint_id=str(config["configurable"]["checkpoint_id"]),
             task_id=task_id, task_path=task_path,
             writes=[(WRITES_IDX_MAP.get(ch, i), ch, dumps(v)) for i, (ch, v) in enumerate(writes)],
             replace=all(ch in WRITES_IDX_MAP for ch, _ in writes), error=error,
+            fence=fence_for(thread), ask=ask,
         )
+        if asked:
+            faults.point("after_pause_committed")
+            if self.doors is not None:
+                for req in asked:
+                    write_request_file(self.doors, req)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the thread's latest; None if there is none."""

@@ -143,8 +143,13 @@ class Threads:
     def put(self, *, thread: str, ns: str, checkpoint_id: str, parent_id: str | None,
             checkpoint: Typed, metadata: Typed, versions: dict[str, Version],
             updated: list[str] | None, step: int, source: str, meta_run_id: str | None,
-            blobs: Sequence[tuple[str, Version, Typed]]) -> None:
-        """Store a checkpoint and the values of the channels it changed, in one commit."""
+            blobs: Sequence[tuple[str, Version, Typed]],
+            fence: tuple[str, int] | None = None,
+            extra: Callable[[Reader], list[Record]] | None = None) -> None:
+        """Store a checkpoint and the values of the channels it changed, in one commit.
+
+        ``fence``: the commit's ``fence=`` (a worker's lease on the thread); ``extra``:
+        more records, given the transaction's reader, in the same commit."""
         _text(thread, ns, checkpoint_id, parent_id or "", *(b[0] for b in blobs))
         now = self.clock()
         chains: dict[str, _Chain | None] = {}
@@ -162,16 +167,24 @@ class Threads:
                 checkpoint_type=checkpoint[0], checkpoint=checkpoint[1],
                 metadata_type=metadata[0], metadata=metadata[1], versions=versions,
                 updated=updated, step=step, source=source, meta_run_id=meta_run_id, at=now))
+            if extra is not None:
+                records.extend(extra(r))
             return records
 
         with self.lock:
-            seqs = self.store.commit(build)
+            seqs = self.store.commit(build, fence=fence)
             self._remember(thread, ns, chains, seqs)
 
     def put_writes(self, *, thread: str, ns: str, checkpoint_id: str, task_id: str,
                    task_path: str, writes: Sequence[tuple[int, str, Typed]], replace: bool,
-                   error: str | None = None) -> None:
-        """Store a task's writes; without ``replace`` a (task, idx) already stored is kept."""
+                   error: str | None = None, fence: tuple[str, int] | None = None,
+                   ask: Callable[[Reader], tuple[list[Record], list[str], str]] | None = None,
+                   ) -> None:
+        """Store a task's writes; without ``replace`` a (task, idx) already stored is kept.
+
+        ``ask``: the requests an interrupt among them makes, given the transaction's
+        reader: ``(new records, every request id, the status it gives)``, written in
+        the same commit (``LGWrites.asks``)."""
         _text(thread, ns, checkpoint_id, task_id)
         now = self.clock()
 
@@ -186,12 +199,18 @@ class Threads:
                 kept.append((idx, channel, vtype, value))
             if not kept:
                 return []
-            return [*self._created(r, thread, now), LGWrites(
+            asked: list[Record] = []
+            asks: list[str] = []
+            waits = ""
+            if ask is not None:
+                asked, asks, waits = ask(r)
+            return [*self._created(r, thread, now), *asked, LGWrites(
                 run_id=thread, ns=ns, checkpoint_id=checkpoint_id, task_id=task_id,
-                task_path=task_path, writes=kept, replace=replace, error=error, at=now)]
+                task_path=task_path, writes=kept, replace=replace, error=error, at=now,
+                asks=asks, waits=waits)]
 
         with self.lock:
-            self.store.commit(build)
+            self.store.commit(build, fence=fence)
 
     def _created(self, r: Reader, thread: str, now: float) -> list[Record]:
         head = r.head(thread)

@@ -74,6 +74,8 @@ def survey(engine: Engine, run_ids: Iterable[str] | None = None
             head = r.head(run_id)
             if head is None:
                 continue
+            if not engine.works_on(head):
+                continue  # a LangGraph thread, and no graph here for it
             view = RunView(r, head)
             if view.needs_work(now):
                 ready.append(head)

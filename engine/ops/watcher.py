@@ -228,7 +228,8 @@ class Watcher:
             return  # leave it as it is: taking it now would only mark it interrupted
         with self.engine.store.reader() as r:
             head = r.head(run_id)
-            if head is None or not RunView(r, head).needs_work(self.engine.clock()):
+            if head is None or not self.engine.works_on(head) or \
+                    not RunView(r, head).needs_work(self.engine.clock()):
                 return
         outcome = self.engine._recover_one(head, self.max_orphan_age, self.max_attempts,
                                            resume=functools.partial(self._resume, head))

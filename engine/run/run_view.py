@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ...formats import Checkpoint, PendingWrite
 from ..base.errors import UnknownVersion
-from ..base.vocabulary import FINISHED, WAITING, Status
+from ..base.vocabulary import FINISHED, LANGGRAPH, WAITING, Status
 from ..storage.index import ApprovalState, RunHead
 from ..storage.leases import (
     check_fence as check_fence,  # re-exported: the rules of a run, in one place
@@ -107,6 +107,10 @@ class RunView:
         since the last resume (``RunHead.woken``: a map's other paused items)."""
         if self.head.woken is not None:
             return True
+        asked = (self.head.waiting or {}).get("approval_ids")
+        if asked:  # a LangGraph thread's interrupts: resumed together, once all are settled
+            return all(req is None or settled(req, now)
+                       for req in map(self.reader.approval, asked))
         req = self.awaited_approval()
         return req is None or settled(req, now)
 
@@ -115,11 +119,14 @@ class RunView:
         """Can a watcher advance the run now? Pending or interrupted; waiting on a decision
         that is settled; or RUNNING with nobody's live lease (an orphan).
 
-        LangGraph threads are advanced by invoking their graph, never by a watcher.
+        A LangGraph thread is advanced by invoking its graph: a watcher that has it
+        does so when the thread was submitted, when every interrupt it stopped at is
+        settled, or when the watcher worker that held it died (``thread_needs_work``).
+        A thread its own caller runs (no lease) is never taken from it.
         """
         head = self.head
-        if head.flow == "langgraph":
-            return False
+        if head.flow == LANGGRAPH:
+            return self.thread_needs_work(now)
         if head.status in (Status.PENDING, Status.INTERRUPTED):
             return True
         if head.status == Status.WAITING_SIGNAL:
@@ -132,6 +139,16 @@ class RunView:
             return timers.is_due(head, now)
         return head.status == Status.RUNNING and not self.lease_live()
 
+    def thread_needs_work(self, now: float) -> bool:
+        """``needs_work`` of a LangGraph thread (see there)."""
+        head = self.head
+        if head.status == Status.PENDING:
+            return True
+        if head.status in WAITING:
+            return bool((head.waiting or {}).get("approval_ids")) and self.wait_settled(now)
+        return head.status == Status.RUNNING and head.lease_owner is not None \
+            and not self.lease_live()
+
     def workable_at(self, now: float) -> float | None:
         """When ``needs_work`` turns true with no commit in between: the expiry of the
         live lease it runs under, the deadline of the approval it waits for, or the
@@ -140,7 +157,7 @@ class RunView:
         None when only a commit can change that (or it needs work now, or never will).
         """
         head = self.head
-        if head.flow == "langgraph":
+        if head.flow == LANGGRAPH and head.status not in WAITING and head.lease_owner is None:
             return None
         if head.status == Status.RUNNING and self.lease_live():
             return now + self.lease_left()  # in the caller's clock: its timers are

@@ -17,6 +17,7 @@ big-endian, so keys sort the way lookups walk them. With C = ``c thread ␀ ns �
     C checkpoint_id ␀ s seq(8)            -> b"c" | b"w"        every record of it
     C checkpoint_id ␀ w task ␀ idx(8)     -> seq(8) position(4)  its pending writes
     C checkpoint_id ␀ f                   -> bits(1) error text  its special writes
+    C checkpoint_id ␀ a                   -> msgpack [waits, ids] its interrupts' requests
     c thread ␀ ␀ 0xff                     -> checkpoint_id       newest of ns ""
     v thread ␀ ns ␀ msgpack(version) channel -> seq(8)           a channel value's blob
     r meta_run_id ␀ thread ␀ ns ␀ checkpoint_id -> b""           (stale ones: check C)
@@ -36,6 +37,8 @@ from __future__ import annotations
 import struct
 from typing import Any, Protocol
 
+import msgspec
+
 from ...formats import pack
 from ...formats.envelope import frame_index, unframe_index
 from ...formats.errors import CorruptIndex
@@ -52,7 +55,7 @@ from .extension import Extension
 LG = "langgraph"
 LG_TABLES = (LG,)
 CKPT, BLOBS, RUNS = b"c", b"v", b"r"
-_SEQS, _WRITES, _FLAGS, _LATEST = b"\x00s", b"\x00w", b"\x00f", b"\xff"
+_SEQS, _WRITES, _FLAGS, _ASKS, _LATEST = b"\x00s", b"\x00w", b"\x00f", b"\x00a", b"\xff"
 
 ERROR, INTERRUPT, RESUME = "__error__", "__interrupt__", "__resume__"
 _BITS = {ERROR: 1, INTERRUPT: 2, RESUME: 4}
@@ -138,6 +141,10 @@ def latest_key(thread: str) -> bytes:
 
 def flags_key(thread: str, ns: str, checkpoint_id: str) -> bytes:
     return ckpt_key(thread, ns, checkpoint_id) + _FLAGS
+
+
+def asks_key(thread: str, ns: str, checkpoint_id: str) -> bytes:
+    return ckpt_key(thread, ns, checkpoint_id) + _ASKS
 
 
 def ckpt_value(seq: int, step: int, running: bool, meta_run_id: str | None) -> bytes:
@@ -243,6 +250,13 @@ def _fold_writes(tables: Tables, seq: int, r: LGWrites) -> None:
         old = _get(tables, key) or b"\x00"
         error = r.error.encode() if bits & 1 and r.error is not None else old[1:]
         _put(tables, key, bytes([old[0] | bits]) + error)
+    if r.asks:  # kept per checkpoint: the checkpoint itself may come after (async)
+        key = asks_key(r.run_id, r.ns, r.checkpoint_id)
+        old_asks = _get(tables, key)
+        waits, ids = msgspec.msgpack.decode(old_asks) if old_asks else ("", [])
+        ids = [*ids, *(a for a in r.asks if a not in ids)]
+        waits = r.waits if r.waits == Status.NEEDS_RECONCILIATION or not waits else waits
+        _put(tables, key, msgspec.msgpack.encode([waits, ids]))
     for position, (idx, _channel, _type, _value) in enumerate(r.writes):
         key = write_key(r.run_id, r.ns, r.checkpoint_id, r.task_id, idx)
         if not r.replace and tables.get(LG, key) is not None:
@@ -273,6 +287,22 @@ def fold_head(tables: Tables, head: Any, seq: int, record: Any) -> None:
     head.checkpoint = head.base = ckpt_seq
     head.superstep, head.state_version = step, max(step + 1, 0)
     flags = _get(tables, flags_key(record.run_id, "", record.checkpoint_id)) or b"\x00"
+    asked = _asked(head, record.checkpoint_id)
+    if isinstance(record, LGWrites) and record.asks and not flags[0] & 1:
+        ids = [*asked, *(a for a in record.asks if a not in asked)]
+        head.status, head.error = record.waits or Status.WAITING_INPUT, None
+        head.waiting = {"type": "interrupt", "checkpoint_id": record.checkpoint_id,
+                        "approval_id": ids[0], "approval_ids": ids}
+        return
+    if isinstance(record, LGWrites) and asked and not flags[0] & 1:
+        return  # another task's writes (a resume of some of them): still waiting for the rest
+    early = _get(tables, asks_key(record.run_id, "", record.checkpoint_id))
+    if isinstance(record, LGCheckpoint) and early is not None and not flags[0] & 1:
+        waits, ids = msgspec.msgpack.decode(early)  # its interrupts were stored before it
+        head.status, head.error = waits or Status.WAITING_INPUT, None
+        head.waiting = {"type": "interrupt", "checkpoint_id": record.checkpoint_id,
+                        "approval_id": ids[0], "approval_ids": list(ids)}
+        return
     head.waiting = head.error = None
     if flags[0] & 1:
         head.status, head.error = Status.FAILED, flags[1:].decode() or None
@@ -281,6 +311,15 @@ def fold_head(tables: Tables, head: Any, seq: int, record: Any) -> None:
         head.waiting = {"type": "interrupt", "checkpoint_id": record.checkpoint_id}
     else:
         head.status = Status.RUNNING if running else Status.DONE
+
+
+def _asked(head: Any, checkpoint_id: str) -> list[str]:
+    """The approvals a thread waits on at this checkpoint, as its head says (none when a
+    resume through bide took it since: ``StatusChanged`` RUNNING clears ``waiting``)."""
+    w = head.waiting or {}
+    if w.get("type") != "interrupt" or w.get("checkpoint_id") != checkpoint_id:
+        return []
+    return list(w.get("approval_ids") or [])
 
 
 def keys_of(seq: int, record: Any) -> list[tuple[str, bytes]]:
@@ -301,6 +340,8 @@ def keys_of(seq: int, record: Any) -> list[tuple[str, bytes]]:
                       for w in rw.writes)]
             if _bits(rw):
                 keys.append(flags_key(rw.run_id, rw.ns, rw.checkpoint_id))
+            if rw.asks:
+                keys.append(asks_key(rw.run_id, rw.ns, rw.checkpoint_id))
         case LGBlob():
             keys = [blob_key(record.run_id, record.ns, record.channel, record.version)]
         case _:
@@ -328,7 +369,8 @@ def _kind(key: bytes) -> str:
     if rest == _LATEST:
         return "latest"
     tail = rest.partition(b"\x00")[2]
-    return {b"": "checkpoint", b"s": "record", b"w": "write", b"f": "flags"}.get(
+    return {b"": "checkpoint", b"s": "record", b"w": "write", b"f": "flags",
+            b"a": "asks"}.get(
         tail[:1], "unknown")
 
 
@@ -348,6 +390,9 @@ def _decode(key: bytes, data: bytes) -> Any:
             return data.decode()
         case "flags" if data:
             return data[0], data[1:].decode()
+        case "asks":
+            waits, ids = msgspec.msgpack.decode(data)
+            return str(waits), [str(i) for i in ids]
     raise ValueError(f"unexpected value {data[:16]!r}")
 
 
