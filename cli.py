@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import errno
 import importlib
+import inspect
 import os
 import sys
 import threading
@@ -552,8 +553,42 @@ def load_flows(spec: str) -> list[Flow]:
         return [obj]
     if isinstance(obj, (list, tuple)) and obj and all(isinstance(f, Flow) for f in obj):
         return list(obj)
-    raise click.BadParameter(f"{spec!r} is {_what(obj)}, not a Flow or a list or tuple of "
-                             "Flows", param_hint="--app")
+    if _is_graph_app(obj):
+        return [_Graphs(obj)]  # type: ignore[list-item]
+    raise click.BadParameter(f"{spec!r} is {_what(obj)}, not a Flow, a list or tuple of "
+                             "Flows, or a LangGraph graph", param_hint="--app")
+
+
+class _Graphs:
+    """What ``--app`` named when it named LangGraph graphs: served, not registered."""
+
+    def __init__(self, graphs: Any) -> None:
+        self.graphs = graphs
+
+
+def _is_graph_app(obj: Any) -> bool:
+    """A compiled LangGraph graph, a ``StateGraph``, a function taking ``checkpointer=``
+    (called with the home's saver), or a dict of names to them."""
+    if isinstance(obj, dict) and obj:
+        return all(_is_graph_app(v) for v in obj.values())
+    if type(obj).__module__.startswith("langgraph."):
+        return hasattr(obj, "invoke") or hasattr(obj, "compile")
+    if callable(obj) and not isinstance(obj, type):
+        try:
+            return "checkpointer" in inspect.signature(obj).parameters
+        except (TypeError, ValueError):
+            return False
+    return False
+
+
+def install(engine: Any, loaded: list[Any]) -> None:
+    """Register the flows ``load_flows`` found; serve the LangGraph graphs it found."""
+    flows = [f for f in loaded if isinstance(f, Flow)]
+    engine.register(*flows)
+    for found in loaded:
+        if isinstance(found, _Graphs):
+            from bide.langgraph import serve_graphs
+            serve_graphs(engine, found.graphs)
 
 
 def _what(obj: Any) -> str:
@@ -577,7 +612,7 @@ def resume(home: Path, as_json: bool, app: str, run_id: str) -> None:
     """Continue a run from its latest checkpoint, in this process. Exit 1 if it fails."""
     flows = load_flows(app)
     engine = _engine(home, configured=True)
-    engine.register(*flows)
+    install(engine, flows)
     before = engine.get(run_id).status
     run = engine.resume(run_id)
     doc = engine.show(run_id)
@@ -604,7 +639,7 @@ def recover(home: Path, as_json: bool, app: str, max_orphan_age: float, max_atte
     age = max_orphan_age if old_max_age is None else old_max_age
     flows = load_flows(app)
     engine = _engine(home, configured=True)
-    engine.register(*flows)
+    install(engine, flows)
     report = engine.recover(max_age=age, max_attempts=max_attempts)
     rows = [{"run_id": e.run_id, "was": e.was, "status": e.status,
              "error": e.reason and first_line(e.reason, 200) if e.outcome == "advanced"
@@ -1045,7 +1080,7 @@ def schedule_cmd(home: Path, as_json: bool, name: str, flow_name: str, every: in
         raise click.BadParameter("must be a JSON object", param_hint="--input")
     engine = _engine(home)
     if app is not None:
-        engine.register(*load_flows(app))
+        engine.register(*(f for f in load_flows(app) if isinstance(f, Flow)))
     try:
         made = engine.schedule(name, flow_name, every=every, cron=cron, tz=tz, input=data,
                                catch_up=catch_up, check_flow=app is not None)
@@ -1105,7 +1140,7 @@ def submit(flow_name: str, home: Path, input_json: str, run_id: str | None,
     data = _input_object(input_json)
     with open_home(home, **_configured(home)) as eng:
         for spec in apps:
-            eng.register(*load_flows(spec))
+            install(eng, load_flows(spec))
         new = eng.submit(flow_name, input=data, run_id=run_id)
         doc = {"run_id": new, "flow": flow_name, "status": Status.PENDING}
         _out(as_json, doc, lambda: new)
@@ -1145,8 +1180,9 @@ def run_flow(flow_name: str, home: Path, input_json: str, run_id: str | None,
     data = _input_object(input_json)
     with open_home(home, **_configured(home)) as eng:
         for spec in apps:
-            eng.register(*load_flows(spec))
-        eng.flow(flow_name)  # UnknownFlow before anything is written
+            install(eng, load_flows(spec))
+        if flow_name not in eng._graphs():
+            eng.flow(flow_name)  # UnknownFlow before anything is written
         if run_id is not None and _exists(eng, run_id):
             raise RunExists(run_id)
         try:
@@ -1403,7 +1439,7 @@ def watch(home: Path, apps: tuple[str, ...], once: bool, limits: dict[str, int],
     with open_home(home, durability=cfg["durability"], lease_ttl=cfg["lease_ttl"],
                    approval_key=key, inbox=inbox, requests=requests) as eng:
         for spec in apps:
-            eng.register(*load_flows(spec))
+            install(eng, load_flows(spec))
         watcher = _watcher(eng, cfg, limits, log_json, ready_file)
         if once:
             watcher.once()
@@ -1460,7 +1496,7 @@ def serve(home: Path, apps: tuple[str, ...], host: str, port: int, token_file: P
     with open_home(home, durability=cfg["durability"], lease_ttl=cfg["lease_ttl"],
                    approval_key=key, inbox=inbox) as eng:
         for spec in apps:
-            eng.register(*load_flows(spec))
+            install(eng, load_flows(spec))
         watcher = _watcher(eng, cfg, limits, log_json, ready_file)
         server = Server(eng, watcher=watcher, token_file=token_file, host=host, port=port,
                         max_body=cfg["inbox_max_bytes"], log=watcher.log)

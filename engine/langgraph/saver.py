@@ -61,14 +61,15 @@ except ModuleNotFoundError as exc:
                        module=exc.name or "langgraph") from exc
 
 from ..base import faults
+from ..base.permissions import private_dir
 from ..base.vocabulary import Decision, Waiting
 from ..postgres.home import is_url, open_store
 from ..run.approvals import decided, write_request_file
 from ..run.host import Doors
 from ..storage.lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from ..storage.store import Reader, Store
-from .interrupts import requests as interrupt_requests
 from .held import fence_for
+from .interrupts import requests as interrupt_requests
 from .store import Stored, Threads
 
 _ERROR = "__error__"
@@ -192,6 +193,9 @@ class BideSaver(BaseCheckpointSaver[str]):
             store = LMDBStore(home, durability=durability, map_size=map_size,
                               max_size=max_size)
             doors = Doors.of(Path(home))
+            for door in (doors.inbox, doors.requests):  # where decisions come in, as an engine's
+                if door is not None:
+                    private_dir(door)
         self._setup(_Shared(store), doors, interrupt_ttl)
 
     def _setup(self, shared: _Shared, doors: Doors | None, interrupt_ttl: float | None) -> None:

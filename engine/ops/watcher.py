@@ -161,7 +161,9 @@ class Watcher:
             raise self._waker.failure  # exit non-zero: a supervisor restarts it
 
     def _say_watching(self, inbox_mode: str, *, once: bool = False) -> None:
-        self.events.watching(home=self.engine.doors.home, flows=self.engine.flows,
+        self.events.watching(home=self.engine.doors.home,
+                             flows=[*self.engine.flows,
+                                    *(f"{g} (LangGraph)" for g in self.engine._graphs())],
                              inbox=self.inbox.dir, inbox_mode=inbox_mode,
                              workers=self.dispatcher.workers, once=once)
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...formats import RunCreated
 from ..base.errors import RunExists, UnknownRun
-from ..base.vocabulary import Status
+from ..base.vocabulary import LANGGRAPH, Status
 
 if TYPE_CHECKING:
     from ..api.runtime import Engine
@@ -52,7 +52,9 @@ def _created(engine: Engine, run_id: str) -> RunCreated | None:
 def _same(engine: Engine, created: RunCreated, flow: str, data: dict[str, Any]
           ) -> dict[str, Any]:
     """The existing run's row if it was created with ``flow`` and ``data``; else RunExists."""
-    if created.flow != flow or created.input != data:
+    same = (created.flow, created.input) in ((flow, data),  # a LangGraph thread's, or a flow's
+                                             (LANGGRAPH, {"graph": flow, "input": data}))
+    if not same:
         raise RunExists(created.run_id)
     try:
         status = engine.get(created.run_id).status
