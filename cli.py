@@ -45,6 +45,7 @@ from . import (
     HomeFiles,
     IntentStatus,
     InvalidSchedule,
+    LangGraphThread,
     NotFound,
     Outage,
     PackError,
@@ -327,7 +328,9 @@ def _show_text(d: dict[str, Any], now: float) -> str:
         until += "" if lease["owner_alive"] else "; its process is gone"
         lease_text = f"{lease['owner']} (token {lease['token']}, {until})"
     waiting = d["waiting"]
-    waiting_text = "-" if not waiting else (
+    waiting_text = "-" if not waiting else (  # a LangGraph thread's interrupts: their requests
+        f"interrupt: {', '.join(waiting.get('approval_ids') or [])} (bide pending)"
+    ) if waiting.get("type") == "interrupt" else (
         f"{' '.join(filter(None, (waiting.get('type'), waiting.get('approval_id'))))} in node "
         f"{waiting.get('item') or waiting.get('node_id')}"  # a Send task: search[3]
         + (f": {waiting['question']}" if waiting.get("question") else "")
@@ -438,7 +441,17 @@ def _event_line(event: Event, as_json: bool) -> str:
 @click.argument("run_id", metavar="RUN", type=RUN_ID)
 def checkpoints(home: Path, as_json: bool, run_id: str) -> None:
     """The run's checkpoints: version, superstep, status, committed nodes, bytes."""
-    rows = _engine(home).checkpoint_rows(run_id)
+    engine = _engine(home)
+    try:
+        rows = engine.checkpoint_rows(run_id)
+    except LangGraphThread:
+        thread_rows = _thread_view(engine, run_id, "checkpoints")
+        _out(as_json, thread_rows, lambda: table(
+            ["VER>", "STEP>", "SOURCE", "CHECKPOINT", "WRITES>", "NOTE", "AGE"],
+            [[c["version"], c["step"], c["source"] or "-", c["checkpoint_id"], c["writes"],
+              "interrupt" if c["interrupted"] else "error" if c["error"] else "-",
+              ago(c["at"], time.time())] for c in thread_rows]))
+        return
     now = time.time()
     notes = [f"* {c['note']} (seq {c['seq']})" for c in rows if c["note"]]
     _out(as_json, rows, lambda: "\n\n".join([table(
@@ -457,8 +470,13 @@ def checkpoints(home: Path, as_json: bool, run_id: str) -> None:
               "(default: the latest).")
 @click.option("--key", help="Print only this state key's value.")
 def state(home: Path, as_json: bool, run_id: str, version: int | None, key: str | None) -> None:
-    """The run's state at its latest checkpoint or at --version."""
-    found, values = _engine(home).state_at(run_id, version)
+    """The run's state at its latest checkpoint or at --version (a LangGraph thread's:
+    its channels)."""
+    engine = _engine(home)
+    try:
+        found, values = engine.state_at(run_id, version)
+    except LangGraphThread:
+        found, values = _thread_view(engine, run_id, "state", version)
     if key is not None:
         if key not in values:
             raise UnknownKey(run_id, key, found)
@@ -587,7 +605,8 @@ def install(engine: Any, loaded: list[Any]) -> None:
     engine.register(*flows)
     for found in loaded:
         if isinstance(found, _Graphs):
-            from bide.langgraph import serve_graphs
+            from .langgraph import serve_graphs  # LangGraph is loaded only when named
+
             serve_graphs(engine, found.graphs)
 
 
@@ -861,7 +880,25 @@ def export(home: Path, as_json: bool, run_id: str, fmt: str, output: Any) -> Non
     The document is JSON with or without --json; --json is accepted (old scripts pass it)
     and makes errors JSON objects too, as on every command.
     """
-    output.write(to_json(iso_times(_engine(home).export(run_id))) + "\n")
+    engine = _engine(home)
+    try:
+        doc = engine.export(run_id)
+    except LangGraphThread:
+        doc = _thread_view(engine, run_id, "export")
+    output.write(to_json(iso_times(doc)) + "\n")
+
+
+def _thread_view(engine: Any, run_id: str, what: str, *args: Any) -> Any:
+    """A LangGraph thread's view (``bide.langgraph``'s views): with the extra installed;
+    else the LangGraphThread error stands."""
+    try:
+        from .langgraph import thread_checkpoints, thread_export, thread_state
+
+        view = {"checkpoints": thread_checkpoints, "state": thread_state,
+                "export": thread_export}[what]
+    except ImportError:  # no langgraph extra here
+        raise LangGraphThread(run_id, what) from None
+    return view(engine, run_id) if what == "export" else view(engine.store, run_id, *args)
 
 
 @main.command()

@@ -64,7 +64,7 @@ def test_app_that_is_not_flows_is_exit_2_naming_it_and_nothing_is_called(
         result = invoke(runs_home, *argv, "--app", f"cli_input_app:{attr}")
         assert result.exit_code == 2, (argv, result.output)
         assert f"'cli_input_app:{attr}' is {found}" in result.stderr, result.stderr
-        assert "not a Flow or a list or tuple of Flows" in result.stderr
+        assert "not a Flow, a list or tuple of Flows, or a LangGraph graph" in result.stderr
     assert apps.CALLS == []
     with bide.open(runs_home, create=False) as e:
         assert e.get("r-pending").status == bide.Status.PENDING

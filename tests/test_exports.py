@@ -70,7 +70,8 @@ def test_bide_langgraph_is_a_submodule_that_loads_langgraph_only_when_used():
     code = ("import sys, bide, bide.langgraph\n"
             "assert 'langgraph' not in sys.modules, 'import bide loaded LangGraph'\n"
             "assert bide.langgraph.__all__ == ['BideSaver', 'BideTool', 'CallInfo', "
-            "'GraphDriver', 'current_call', 'durable_tool', 'durable_tools', 'serve_graphs']\n"
+            "'GraphDriver', 'current_call', 'durable_tool', 'durable_tools', 'serve_graphs', "
+            "'thread_checkpoints', 'thread_export', 'thread_state']\n"
             "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)

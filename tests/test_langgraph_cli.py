@@ -40,9 +40,15 @@ def test_cli_on_a_langgraph_thread(tmp_path):
     shown = cli.invoke(main, ["show", "t-1", "--home", str(home), "--json"])
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.output)["pending_writes"] == {}
-    for cmd in (["state", "t-1"], ["checkpoints", "t-1"], ["export", "t-1"]):
-        out = cli.invoke(main, [*cmd, "--home", str(home)])
-        assert out.exit_code == 1 and "LangGraph thread" in out.output, (cmd, out.output)
+    state = cli.invoke(main, ["state", "t-1", "--home", str(home), "--json"])
+    assert json.loads(state.output)["state"] == {"log": ["x"]}, state.output
+    rows = json.loads(cli.invoke(main, ["checkpoints", "t-1", "--home", str(home),
+                                        "--json"]).output)
+    assert [r["version"] for r in rows] == [2, 1, 0]  # each checkpoint's step + 1, newest first
+    doc = json.loads(cli.invoke(main, ["export", "t-1", "--home", str(home)]).output)
+    assert doc["langgraph"] and doc["state"]["values"] == {"log": ["x"]}
+    diff = cli.invoke(main, ["diff", "t-1", "1", "2", "--home", str(home)])
+    assert diff.exit_code == 1 and "LangGraph thread" in diff.output, diff.output
     assert cli.invoke(main, ["doctor", "--home", str(home)]).exit_code == 0
 
 

@@ -157,6 +157,8 @@ class Threads:
         def build(r: Reader) -> list[Record]:
             chains.clear()
             records = self._created(r, thread, now)
+            if extra is not None:  # first: _remember finds the blobs just before the checkpoint
+                records.extend(extra(r))
             for channel, version, (vtype, value) in blobs:
                 blob = self._blob(r, thread, ns, parent_id, channel, version, vtype, value,
                                   chains, now)
@@ -167,8 +169,6 @@ class Threads:
                 checkpoint_type=checkpoint[0], checkpoint=checkpoint[1],
                 metadata_type=metadata[0], metadata=metadata[1], versions=versions,
                 updated=updated, step=step, source=source, meta_run_id=meta_run_id, at=now))
-            if extra is not None:
-                records.extend(extra(r))
             return records
 
         with self.lock:

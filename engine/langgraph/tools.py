@@ -484,7 +484,11 @@ class DurableFunction:
     def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> DurableCall:
         bound = self._signature.bind_partial(*args, **kwargs).arguments
         bound.pop("idempotency_key", None)
-        where = locate(get_config(), self.name, None)
+        try:
+            config = get_config()
+        except RuntimeError:  # not inside a runnable (a node) at all
+            config = None
+        where = locate(config, self.name, None)
         return DurableCall(where, self.name, dict(bound), idempotent=self.idempotent,
                            reconcile=self.reconcile, call_id=None)
 

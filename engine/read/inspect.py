@@ -103,6 +103,10 @@ def waiting_text(head: RunHead, live: bool, now: float) -> str:
         return f"reconcile {w.get('tool')} ({w.get('node_id')})"
     if w.get("type") == Waiting.INPUT:
         return f"answer {w.get('approval_id')} ({w.get('node_id')}): {w.get('question')}"
+    if w.get("type") == "interrupt":  # a LangGraph thread: one request per interrupt
+        ids = w.get("approval_ids") or []
+        return f"answer {ids[0]}" + (f" (+{len(ids) - 1} more)" if len(ids) > 1 else "") \
+            if ids else "its caller (an interrupt)"
     if w.get("type") == Waiting.TIMER:
         return f"timer ({w.get('item') or w.get('node_id')}) {due_text(w.get('until'), now)}"
 
@@ -399,17 +403,26 @@ def export(engine: Host, run_id: str, *, now: float | None = None) -> dict[str, 
     version, current = state(engine, run_id)
     with engine.store.reader() as r:
         approvals = [plain(a) for a in r.approvals() if a.run_id == run_id]
+    return export_document(snapshot, {"version": version, "values": current},
+                           checkpoints(engine, run_id), intents(engine, run_id, now=now),
+                           approvals, log(engine, run_id), now=now)
+
+
+def export_document(snapshot: dict[str, Any], state: dict[str, Any],
+                    checkpoints: list[Any], intents: list[Any], approvals: list[Any],
+                    records: list[Any], *, now: float | None = None) -> dict[str, Any]:
+    """The export's shape (a LangGraph thread's too: engine/langgraph/views.py)."""
     return {
         "format": "bide-export",
         "format_version": 1,
         "bide_version": _version(),
-        "exported_at": now,
+        "exported_at": time.time() if now is None else now,
         "run": snapshot,
-        "state": {"version": version, "values": current},
-        "checkpoints": checkpoints(engine, run_id),
-        "intents": intents(engine, run_id, now=now),
+        "state": state,
+        "checkpoints": checkpoints,
+        "intents": intents,
         "approvals": approvals,
-        "records": log(engine, run_id),
+        "records": records,
     }
 
 

@@ -105,12 +105,12 @@ class RunView:
         """Can a resume of this paused run make progress? The request ``waiting`` names
         is decided or expired (or gone), or another request of this pause was decided
         since the last resume (``RunHead.woken``: a map's other paused items)."""
-        if self.head.woken is not None:
-            return True
         asked = (self.head.waiting or {}).get("approval_ids")
         if asked:  # a LangGraph thread's interrupts: resumed together, once all are settled
             return all(req is None or settled(req, now)
                        for req in map(self.reader.approval, asked))
+        if self.head.woken is not None:
+            return True
         req = self.awaited_approval()
         return req is None or settled(req, now)
 

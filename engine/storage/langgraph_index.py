@@ -288,7 +288,7 @@ def fold_head(tables: Tables, head: Any, seq: int, record: Any) -> None:
     head.superstep, head.state_version = step, max(step + 1, 0)
     flags = _get(tables, flags_key(record.run_id, "", record.checkpoint_id)) or b"\x00"
     asked = _asked(head, record.checkpoint_id)
-    if isinstance(record, LGWrites) and record.asks and not flags[0] & 1:
+    if isinstance(record, LGWrites) and record.asks:  # newer than an earlier try's error
         ids = [*asked, *(a for a in record.asks if a not in asked)]
         head.status, head.error = record.waits or Status.WAITING_INPUT, None
         head.waiting = {"type": "interrupt", "checkpoint_id": record.checkpoint_id,
