@@ -251,3 +251,40 @@ def test_cli_reads_and_prunes_a_langgraph_thread_on_postgres(pg_url: str):
     doctor = cli.invoke(main, ["doctor", "--home", pg_url])
     assert doctor.exit_code == 0, doctor.output
     check_indexes(pg_url)
+
+
+def test_bide_tools_and_interrupts_on_postgres(pg_url: str):
+    """The LangGraph guarantees on a PostgreSQL home: a recorded call replays, an
+    interrupt is a request in the database, a decision resumes the thread through the
+    driver of another engine (another host's watcher)."""
+    import bide
+    from bide.langgraph import durable_tool, serve_graphs
+    from langgraph.types import interrupt
+
+    made: list[int] = []
+
+    @durable_tool
+    def pay(amount: int) -> str:
+        made.append(amount)
+        return f"paid {amount}"
+
+    def node(state: S) -> dict[str, Any]:
+        paid = pay(amount=5)
+        return {"items": [paid, interrupt("ship it?")]}
+
+    b = StateGraph(S)
+    b.add_node("work", node)
+    b.add_edge(START, "work")
+    b.add_edge("work", END)
+    cfg = {"configurable": {"thread_id": "t-pg"}}
+    with BideSaver.from_home(pg_url, durability="fast") as saver:
+        b.compile(checkpointer=saver).invoke({"items": []}, cfg)
+    with bide.open(pg_url, durability="fast") as eng:
+        assert eng.get("t-pg").status == Status.WAITING_INPUT
+        (req,) = eng.pending()
+        eng.answer(req["approval_id"], "yes")
+        serve_graphs(eng, b)
+        (run,) = eng.recover().advanced
+        assert run.status == Status.DONE
+    assert made == [5]  # the node ran twice; the payment once
+    check_indexes(pg_url)
