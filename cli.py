@@ -605,7 +605,7 @@ def install(engine: Any, loaded: list[Any]) -> None:
     engine.register(*flows)
     for found in loaded:
         if isinstance(found, _Graphs):
-            from .langgraph import serve_graphs  # LangGraph is loaded only when named
+            from .engine.langgraph import serve_graphs  # LangGraph is loaded only when named
 
             serve_graphs(engine, found.graphs)
 
@@ -892,10 +892,10 @@ def _thread_view(engine: Any, run_id: str, what: str, *args: Any) -> Any:
     """A LangGraph thread's view (``bide.langgraph``'s views): with the extra installed;
     else the LangGraphThread error stands."""
     try:
-        from .langgraph import thread_checkpoints, thread_export, thread_state
+        from .engine.langgraph import thread_checkpoints, thread_export, thread_state
 
-        view = {"checkpoints": thread_checkpoints, "state": thread_state,
-                "export": thread_export}[what]
+        view: Any = {"checkpoints": thread_checkpoints, "state": thread_state,
+                     "export": thread_export}[what]
     except ImportError:  # no langgraph extra here
         raise LangGraphThread(run_id, what) from None
     return view(engine, run_id) if what == "export" else view(engine.store, run_id, *args)

@@ -3,7 +3,7 @@
 A real venv with ``pip install <checkout>`` and nothing else: a module that imports
 psycopg, Starlette, uvicorn, OpenTelemetry, shiv, Playwright, matplotlib or LangGraph
 where it does not need them fails here. The only modules that may not import bare are
-the LangGraph saver's, whose whole job is LangGraph: they raise ``bide.MissingExtra``
+the LangGraph adapter's (saver, tools, runner), whose whole job is LangGraph: they raise ``bide.MissingExtra``
 naming the extra. The wheel is built from the checkout, so a subpackage missing from
 pyproject.toml's package list fails here too.
 """
@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # the top packages bide's extras bring (the test extra's own tools aside)
 OPTIONAL = tuple(sorted({m.split(".")[0] for m, extra in EXTRAS.items() if extra != "test"}))
 # a module whose one job is an extra: it says which, instead of importing
-NEEDS_AN_EXTRA = {"bide.engine.langgraph.saver": "langgraph"}
+NEEDS_AN_EXTRA = {"bide.engine.langgraph.saver": "langgraph",
+                  "bide.engine.langgraph.tools": "langgraph",
+                  "bide.engine.langgraph.runner": "langgraph"}
 
 IMPORT_ALL = r"""
 import importlib, json, pkgutil, sys

@@ -14,7 +14,7 @@ CLI = Path(bide.__file__).parent / "cli.py"
 # The CLI may reach inside the package only for text rendering and for the entries of
 # tools that are not the library (each imported where its command runs).
 CLI_INTERNAL = {"engine.base.render", "engine.read.scripting", "bench.demo", "bench.command",
-                "bench.torture", "langgraph"}  # bide.langgraph: public, loaded when used
+                "bench.torture", "engine.langgraph"}  # bide.langgraph, loaded when used
 
 
 def two_steps() -> bide.Flow:

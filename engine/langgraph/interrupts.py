@@ -95,7 +95,7 @@ def requests(r: Reader, *, thread: str, task_id: str, task_path: str, interrupts
     status = Status.WAITING_INPUT.value
     for found in interrupts:
         value = getattr(found, "value", None)
-        if is_reconciliation(value):
+        if isinstance(value, dict) and is_reconciliation(value):
             req = _reconciliation(thread, task_id, node, value, state_version, now)
             status = Status.NEEDS_RECONCILIATION.value
         else:
@@ -137,7 +137,7 @@ def approval_of(thread: str, found: Any, task_id: str) -> str:
     """The request id an interrupt LangGraph reports (``StateSnapshot.interrupts``) was
     recorded under, given the task that raised it."""
     value = getattr(found, "value", None)
-    if is_reconciliation(value):
+    if isinstance(value, dict) and is_reconciliation(value):
         return str(value["approval_id"])
     digest = question_digest(question_of(value), shown(value), _schema(found))
     return interrupt_approval_id(thread, task_id, str(found.id), digest)

@@ -136,7 +136,7 @@ class GraphDriver:
 
     def _invoke(self, run_id: str, token: int) -> None:
         graph, given = self.graph_of(run_id)
-        config: dict[str, Any] = {"configurable": {"thread_id": run_id}}
+        config: Any = {"configurable": {"thread_id": run_id}}
         if self.saver.get_tuple(config) is None:
             what: Any = given or {}
         else:

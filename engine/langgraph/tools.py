@@ -432,8 +432,8 @@ class DurableCall:
                 assert self.reconcile is not None
                 found = self.reconcile(self.idem, **self.args)
                 outcome = await found if inspect.isawaitable(found) else found
-                plan = await asyncio.to_thread(self.reconciled, plan, outcome) \
-                    or _Plan("ask", plan.attempt)
+                settled = await asyncio.to_thread(self.reconciled, plan, outcome)
+                plan = settled or _Plan("ask", plan.attempt)
             if plan.what in ("replay", "decided"):
                 return self.replayed(plan)
             if plan.what == "ask":
