@@ -27,7 +27,7 @@ import msgspec
 
 from ...formats import Record, RunCreated
 from ...formats.langgraph_records import LGBlob, LGCheckpoint, LGWrites, Version
-from ..base.errors import NotALangGraphThread
+from ..base.errors import NotALangGraphThread, StoreError
 from ..storage.index import RUNLOG, runlog_key
 from ..storage.langgraph_index import (
     LG,
@@ -211,6 +211,28 @@ class Threads:
 
         with self.lock:
             self.store.commit(build, fence=fence)
+
+    def wait_stored(self, thread: str, checkpoints: Sequence[tuple[str, str]], *,
+                    timeout: float = 60.0) -> None:
+        """Return once every ``(ns, checkpoint id)`` of ``thread`` is stored: LangGraph
+        (``durability="async"``) may still be writing one on another thread.
+
+        Raises:
+            StoreError: one is still missing after ``timeout`` seconds.
+        """
+        deadline, pause = time.monotonic() + timeout, 0.001
+        while True:
+            with self.store.reader() as r:
+                missing = [(ns, cid) for ns, cid in checkpoints
+                           if r.get(LG, ckpt_key(thread, ns, cid)) is None]
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise StoreError(f"thread {thread}: checkpoint {missing[0][1]} (namespace "
+                                 f"{missing[0][0]!r}) its tool call runs from was not stored "
+                                 f"within {timeout:.0f}s; the call is not made")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     def _created(self, r: Reader, thread: str, now: float) -> list[Record]:
         head = r.head(thread)

@@ -75,6 +75,7 @@ except ModuleNotFoundError as exc:
 _TASK_ID = "__pregel_task_id"
 _SCRATCHPAD = "__pregel_scratchpad"
 _CHECKPOINTER = "__pregel_checkpointer"
+_CHECKPOINT_MAP = "checkpoint_map"
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ class Where:
     task: str  # bide's task of the intent: "<step>:<node>:<LangGraph task id>[/<call id>]"
     index: int
     node: str
+    checkpoints: tuple[tuple[str, str], ...] = ()  # (ns, id) the task runs from
 
     @property
     def key(self) -> str:
@@ -145,9 +147,15 @@ def locate(config: Any, tool: str, call_id: str | None) -> Where:
     meta = (config or {}).get("metadata") or {}
     node, step = str(meta.get("langgraph_node", "")), meta.get("langgraph_step", 0)
     task = f"{step}:{node}:{task_id}"
+    # the checkpoints the task's id is derived from: they must be durable before its call
+    # (LangGraph's default durability saves a step's checkpoint while the next step runs;
+    # lost, the resume would run the step before again, under other task ids)
+    froms = tuple((str(ns), str(cid)) for ns, cid in (conf.get(_CHECKPOINT_MAP) or {}).items()
+                  if cid)
+    thread = str(conf["thread_id"])
     if call_id is not None:
-        return Where(saver, str(conf["thread_id"]), f"{task}/{call_id}", 0, node)
-    return Where(saver, str(conf["thread_id"]), task, _next_index(conf.get(_SCRATCHPAD)), node)
+        return Where(saver, thread, f"{task}/{call_id}", 0, node, froms)
+    return Where(saver, thread, task, _next_index(conf.get(_SCRATCHPAD)), node, froms)
 
 
 def _next_index(scratchpad: Any) -> int:
@@ -330,6 +338,7 @@ class DurableCall:
 
     # -- writing ----------------------------------------------------------------------
     def prepare(self, attempt: int) -> None:
+        self.where.saver.threads.wait_stored(self.where.thread, self.where.checkpoints)
         faults.point("before_intent_prepared")
         digest = compact_digest(self.digest)
         assert digest is not None, self.digest
