@@ -3,9 +3,9 @@
 A real venv with ``pip install <checkout>`` and nothing else: a module that imports
 psycopg, Starlette, uvicorn, OpenTelemetry, shiv, Playwright, matplotlib or LangGraph
 where it does not need them fails here. The only modules that may not import bare are
-the LangGraph adapter's (saver, tools, runner), whose whole job is LangGraph: they raise ``bide.MissingExtra``
-naming the extra. The wheel is built from the checkout, so a subpackage missing from
-pyproject.toml's package list fails here too.
+the LangGraph adapter's (saver, tools, runner), whose whole job is LangGraph: they
+raise ``bide.MissingExtra`` naming the extra. The wheel is built from the checkout, so a
+subpackage missing from pyproject.toml's package list fails here too.
 """
 
 from __future__ import annotations

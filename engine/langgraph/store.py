@@ -213,7 +213,7 @@ class Threads:
             self.store.commit(build, fence=fence)
 
     def wait_stored(self, thread: str, checkpoints: Sequence[tuple[str, str]], *,
-                    timeout: float = 60.0) -> None:
+                    timeout: float = 60.0, check: Callable[[], None] | None = None) -> None:
         """Return once every ``(ns, checkpoint id)`` of ``thread`` is stored: LangGraph
         (``durability="async"``) may still be writing one on another thread.
 
@@ -227,6 +227,8 @@ class Threads:
                            if r.get(LG, ckpt_key(thread, ns, cid)) is None]
             if not missing:
                 return
+            if check is not None:
+                check()  # raises when waiting is pointless (the worker lost its lease)
             if time.monotonic() > deadline:
                 raise StoreError(f"thread {thread}: checkpoint {missing[0][1]} (namespace "
                                  f"{missing[0][0]!r}) its tool call runs from was not stored "

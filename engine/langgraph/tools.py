@@ -338,7 +338,8 @@ class DurableCall:
 
     # -- writing ----------------------------------------------------------------------
     def prepare(self, attempt: int) -> None:
-        self.where.saver.threads.wait_stored(self.where.thread, self.where.checkpoints)
+        self.where.saver.threads.wait_stored(self.where.thread, self.where.checkpoints,
+                                             check=self._still_held)
         faults.point("before_intent_prepared")
         digest = compact_digest(self.digest)
         assert digest is not None, self.digest
@@ -375,6 +376,13 @@ class DurableCall:
     def _commit(self, records: list[Any]) -> None:
         with self.where.saver.threads.lock:
             self.store.commit(records, fence=self.fence)
+
+    def _still_held(self) -> None:
+        """While a task waits for its checkpoint: a worker whose lease ended stops."""
+        held = self.held
+        if held is not None and not held.lease.alive():
+            raise LeaseUnproven(self.where.thread, held.token, "while its task's checkpoint "
+                                "was being stored", held.lease.late_by())
 
     def _lease_proven(self, attempt: int, *, called: bool) -> None:
         """As ``ctx.tool``: no call, and nothing more after an outcome, on a lease the
