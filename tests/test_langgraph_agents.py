@@ -28,6 +28,9 @@ from bide.langgraph import (  # noqa: E402
     durable_tool,
     serve_graphs,
 )
+from langchain_core.language_models import BaseChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.types import interrupt  # noqa: E402
@@ -209,6 +212,106 @@ def test_an_idempotent_tool_is_repeated_with_the_same_key(tmp_path: Path):
         one_node_graph(world, idempotent=True).compile(checkpointer=saver).invoke(None, CFG)
     keys = [k for n, k in world.calls if n == "pay"]
     assert len(keys) == 2 and keys[0] == keys[1]  # the system it calls sees one key
+
+
+class ShipsOnce(BaseChatModel):
+    """A scripted model: asks for ``ship`` until it has seen a tool's answer, then ends."""
+
+    def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None,
+                  **kw: Any) -> ChatResult:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            msg = AIMessage(content="done")
+        else:
+            msg = AIMessage(content="", tool_calls=[
+                {"name": "ship", "args": {"item": "box"}, "id": "call-1"}])
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    def bind_tools(self, tools: Any, **kw: Any) -> ShipsOnce:
+        return self
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+
+def asking_tool_graph(world: World) -> StateGraph:
+    """One node: a bide tool whose body asks a person with its own ``interrupt()``."""
+    @durable_tool
+    def push(patch: str) -> str:
+        if interrupt({"question": f"push {patch}?"}) != "yes":
+            return "not pushed"
+        world.calls.append(("push", patch))
+        return f"pushed {patch}"
+
+    b = StateGraph(S)
+    b.add_node("work", lambda s: {"log": [push(patch="p-9")]})
+    b.add_edge(START, "work")
+    b.add_edge("work", END)
+    return b
+
+
+def test_a_settled_question_never_takes_the_answer_meant_for_the_tools_own_interrupt(
+        tmp_path: Path):
+    """The call was prepared, then the worker died before its body asked its question:
+    bide asks about the unknown outcome (retry), then the body asks its own. The retry was
+    decided in the store and the thread resumed with it; the body's ``interrupt()`` must
+    pause for its own answer, not receive the retry (LangGraph matches a task's resume
+    values by order: bide's question took slot 0 once and gave it to the body after)."""
+    world = World()
+    home = tmp_path / "h"
+    faults.configure("after_intent_prepared:1:raise")
+    with BideSaver.from_home(home, durability="fast") as saver:
+        with pytest.raises(faults.InjectedFault):
+            asking_tool_graph(world).compile(checkpointer=saver).invoke({"log": []}, CFG)
+    faults.configure(None)
+    with bide.open(home, durability="fast") as eng:
+        serve_graphs(eng, asking_tool_graph(world))
+        eng.resume("t-1")
+        (req,) = eng.pending()
+        assert req["kind"] == "reconciliation"
+        eng.decide(req["approval_id"], "retry", by="ann")
+        assert eng.resume("t-1").status == Status.WAITING_INPUT  # the body's own question
+        (req,) = eng.pending()
+        assert (req["kind"], req["question"]) == ("input", "push p-9?")
+        eng.answer(req["approval_id"], "yes")
+        assert eng.resume("t-1").status == Status.DONE
+        assert eng.state("t-1")["log"] == ["pushed p-9"]
+    assert world.calls == [("push", "p-9")]
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")  # still the prebuilt
+def test_a_reconciled_call_of_the_prebuilt_agent_replays_as_its_tool_message(tmp_path: Path):
+    """A reconciler's result for a call ToolNode made is that call's ToolMessage (a bare
+    value there fails the graph: "Tool ship returned unexpected type")."""
+    from langgraph.prebuilt import create_react_agent
+
+    world = World()
+
+    @tool
+    def ship(item: str) -> str:
+        """Ship the item."""
+        world.calls.append(("ship", current_call().idempotency_key))
+        return f"shipped {item}"
+
+    def found(key: str, item: str) -> Outcome:
+        return Outcome.done(f"shipped {item} (found)") if ("ship", key) in world.calls \
+            else Outcome.not_done()
+
+    def agent() -> Any:
+        return create_react_agent(ShipsOnce(), [durable_tool(ship, reconcile=found)])
+
+    home = tmp_path / "h"
+    faults.configure("after_tool_effect:1:raise")
+    with BideSaver.from_home(home, durability="fast") as saver:
+        with pytest.raises(faults.InjectedFault):
+            agent().copy(update={"checkpointer": saver}).invoke(
+                {"messages": [("user", "go")]}, CFG)
+    faults.configure(None)
+    with BideSaver.from_home(home, durability="fast") as saver:
+        out = agent().copy(update={"checkpointer": saver}).invoke(None, CFG)
+    messages = [(m.type, m.content) for m in out["messages"]]
+    assert ("tool", "shipped box (found)") in messages and messages[-1] == ("ai", "done")
+    assert [n for n, _ in world.calls] == ["ship"]
 
 
 def parallel_questions() -> StateGraph:

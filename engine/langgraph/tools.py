@@ -15,8 +15,8 @@ On a re-run a call with a recorded result returns it without running again (a
 error means no effect: give a tool whose error may follow an effect a reconciler or
 make it idempotent); a call with no outcome is *outcome unknown*: the tool's
 reconciler decides, an idempotent tool is repeated with the same idempotency key,
-and any other stops the graph with an ``interrupt()`` that asks a person through the
-inbox (``interrupts.py``), whose ``mark_done``/``retry``/``abort`` folds into the
+and any other stops the graph with an interrupt (``DurableCall.offered``) that asks a
+person through the inbox (``interrupts.py``), whose ``mark_done``/``retry``/``abort`` folds into the
 intent as a flow's reconciliation does. Arguments that changed on replay are
 refused (``Nondeterminism``, naming both sides).
 
@@ -30,6 +30,7 @@ import asyncio
 import base64
 import contextvars
 import functools
+import hashlib
 import inspect
 import itertools
 from collections.abc import Callable
@@ -66,8 +67,8 @@ try:
     from langchain_core.messages import ToolMessage
     from langchain_core.tools import BaseTool
     from langgraph.config import get_config
-    from langgraph.errors import GraphBubbleUp
-    from langgraph.types import interrupt
+    from langgraph.errors import GraphBubbleUp, GraphInterrupt
+    from langgraph.types import Interrupt
 except ModuleNotFoundError as exc:
     raise MissingExtra("bide.langgraph.durable_tool", extra="langgraph",
                        module=exc.name or "langgraph") from exc
@@ -76,6 +77,8 @@ _TASK_ID = "__pregel_task_id"
 _SCRATCHPAD = "__pregel_scratchpad"
 _CHECKPOINTER = "__pregel_checkpointer"
 _CHECKPOINT_MAP = "checkpoint_map"
+_RESUME_MAP = "__pregel_resume_map"
+_NOTHING = object()
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,7 @@ class DurableCall:
         self.digest = _digest(tool, args)
         self.held: Held | None = held_for(where.thread)
         self.prepared_at: float | None = None
+        self._offered: set[str] = set()  # the questions whose resume value this run took
 
     @property
     def fence(self) -> tuple[str, int] | None:
@@ -297,7 +301,10 @@ class DurableCall:
     def reconciled(self, plan: _Plan, outcome: Any) -> _Plan | None:
         """After the reconciler: the result to replay, or the call to make, or None (ask)."""
         if isinstance(outcome, Outcome) and outcome.status == "done":
-            value = {"value": outcome.result}
+            # the reconciler's result is the call's output, as a person's mark_done is
+            # (a ToolMessage for a call ToolNode makes): kept and replayed as one
+            value = stored_output(decided_output(outcome.result, self.call_id, self.tool),
+                                  self.serde)
             self._commit([self._completed(plan.attempt, ok=True, result=value,
                                           via="reconcile")])
             return _Plan("replay", value=value)
@@ -317,6 +324,32 @@ class DurableCall:
         return {BIDE: RECONCILIATION, "approval_id": aid, "tool": self.tool,
                 "intent": self.key, "node": self.where.node, "payload": payload,
                 "question": f"did {self.tool} ({self.key}) happen? mark_done, retry or abort"}
+
+    def offered(self, attempts: int) -> Any:
+        """The resume value given for this call's question, once per run of the task; or
+        stop the graph with the question.
+
+        Not LangGraph's ``interrupt()``: that matches resume values to a task's
+        interrupts by their order and keeps each value for good, so a question bide asked
+        once would take the answer meant for the tool's own ``interrupt()`` on every run
+        after it was settled (in the store) and no longer asked. The question's interrupt
+        id is its own, the answer is taken from the run's resume map (or a plain
+        ``Command(resume=...)``) and recorded in the store, which is what a re-run reads.
+        """
+        question = self.question(attempts)
+        iid = hashlib.blake2b(f"bide:{question['approval_id']}".encode(),
+                              digest_size=16).hexdigest()
+        if iid not in self._offered:
+            self._offered.add(iid)
+            conf = get_config().get("configurable", {})
+            answer = (conf.get(_RESUME_MAP) or {}).get(iid, _NOTHING)
+            scratchpad = conf.get(_SCRATCHPAD)
+            if answer is _NOTHING and scratchpad is not None and \
+                    scratchpad.get_null_resume(False) is not None:
+                answer = scratchpad.get_null_resume(True)  # taken: no interrupt gets it
+            if answer is not _NOTHING:
+                return answer
+        raise GraphInterrupt((Interrupt(value=question, id=iid),))
 
     def answered(self, answer: Any, attempts: int) -> None:
         """A resume value for this call's question given straight to LangGraph
@@ -428,8 +461,8 @@ class DurableCall:
             if plan.what in ("replay", "decided"):
                 return self.replayed(plan)
             if plan.what == "ask":
-                self.answered(interrupt(self.question(plan.attempt)), plan.attempt)
-                continue  # read the intent again (a stale resume value: the next one pauses)
+                self.answered(self.offered(plan.attempt), plan.attempt)
+                continue  # read the intent again (not answered: the next ask pauses)
             self.prepare(plan.attempt)
             token = _CURRENT.set(self.info())
             try:
@@ -454,7 +487,7 @@ class DurableCall:
             if plan.what in ("replay", "decided"):
                 return self.replayed(plan)
             if plan.what == "ask":
-                answer = interrupt(self.question(plan.attempt))
+                answer = self.offered(plan.attempt)
                 await asyncio.to_thread(self.answered, answer, plan.attempt)
                 continue
             await asyncio.to_thread(self.prepare, plan.attempt)
