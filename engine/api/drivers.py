@@ -30,3 +30,7 @@ class ThreadDriver(Protocol):
     def advance(self, run_id: str, grant: Grant) -> None:
         """Advance the run this worker holds by ``grant`` until it stops; release the lease."""
         ...
+
+    def state(self, run_id: str, version: int | None = None) -> dict[str, Any]:
+        """The thread's state (its channel values) at its latest checkpoint or ``version``."""
+        ...

@@ -690,8 +690,16 @@ class Engine(Surface):
         return out
 
     def state(self, run_id: str, version: int | None = None) -> dict[str, Any]:
-        """The run's state at its latest checkpoint, or at checkpoint ``version``."""
+        """The run's state at its latest checkpoint, or at checkpoint ``version``.
+
+        A LangGraph thread's is its channel values, read by the engine's driver."""
         head = self._head(run_id)
+        if head.flow == LANGGRAPH:
+            if self.driver is None:
+                raise ConfigError("graphs", f"{run_id} is a LangGraph thread: its state is read "
+                                      "by bide.langgraph (serve_graphs on this engine, or "
+                                      "bide.langgraph.thread_state)")
+            return self.driver.state(run_id, version)
         with self.store.reader() as r:
             seq = head.checkpoint if version is None else RunView(r, head).checkpoint_seq(version)
             return materialize(r, run_id, seq)

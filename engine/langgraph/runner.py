@@ -34,6 +34,7 @@ from ..run.renewer import renewer_for
 from .held import Held, holding
 from .interrupts import approval_of, resume_value
 from .saver import BideSaver
+from .views import thread_state
 
 log = logging.getLogger("bide.langgraph")
 
@@ -111,6 +112,9 @@ class GraphDriver:
             end()
             self._commit(run_id, grant.token, [LeaseReleased(
                 run_id=run_id, owner=engine.owner, token=grant.token, at=engine.clock())])
+
+    def state(self, run_id: str, version: int | None = None) -> dict[str, Any]:
+        return thread_state(self.engine.store, run_id, version, self.saver.serde)[1]
 
     def _commit(self, run_id: str, token: int, records: list[Any]) -> None:
         try:
