@@ -16,13 +16,17 @@ from pathlib import Path
 
 import pytest
 from bide.engine.base.faults import FAULT_POINTS
-from bide.tests.torture.harness import torture
+from bide.tests.torture.harness import torture, workloads
 
 pytestmark = pytest.mark.slow
 NIGHTLY = os.environ.get("BIDE_TORTURE") == "nightly"
 PLAN = torture.Plan.nightly(seed=int(os.environ.get("BIDE_TORTURE_SEED", "0"))) if NIGHTLY \
     else torture.Plan(occurrences=12, random_trials=600, corpus=False,
                       seed=int(os.environ.get("BIDE_TORTURE_SEED", "0")))
+
+
+# the LangGraph agent (bide tools) too, where LangGraph is installed (CI: always)
+NEGATIVE_WORKLOADS = ("tools", "approval", *(("langgraph",) if workloads.langgraph_here() else ()))
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +69,7 @@ def test_negative_control_without_intent_replay_effects_repeat(tmp_path):
     with torture.Pool(2) as pool:
         refs = {r["workload"]: Counter(r["points"]) for r in pool.map(
             [{"kind": "reference", "base": str(tmp_path), "workload": w, "durability": "fast"}
-             for w in ("tools", "approval")])}
+             for w in NEGATIVE_WORKLOADS])}
         jobs = torture.matrix_jobs(tmp_path, refs, occurrences=2, workloads=refs,
                                    durabilities=["fast"], only=points,
                                    switches="no_intent_replay")
@@ -75,3 +79,12 @@ def test_negative_control_without_intent_replay_effects_repeat(tmp_path):
     assert t.crashes >= 10
     assert t.duplicated_effects > 0, "with replay off the matrix must see repeated effects"
     assert any("non-idempotent" in v for f in t.failures for v in f["violations"])
+    if "langgraph" in NEGATIVE_WORKLOADS:  # its own check can fail as well
+        assert any(f["job"]["workload"] == "langgraph" and "non-idempotent" in v
+                   for f in t.failures for v in f["violations"])
+
+
+def test_the_langgraph_agent_is_in_the_matrix_wherever_langgraph_is():
+    assert ("langgraph" in PLAN.workloads) == workloads.langgraph_here()
+    if os.environ.get("CI") == "true":  # CI installs the extra: the workload must run there
+        assert "langgraph" in PLAN.workloads

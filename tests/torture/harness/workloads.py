@@ -28,7 +28,8 @@ from bide.formats import PendingWrite
 
 RUN_ID = "r1"
 WORKLOADS = ("chain", "fanout", "tools", "tools-held", "approval", "grow", "maintain", "map",
-             "timer", "signal", "schedule", "child")
+             "timer", "signal", "schedule", "child", "langgraph")
+# "langgraph": a LangGraph ReAct agent with bide tools (lg_workload.py), when LangGraph is here
 # "tools-held" is "tools" with held outcomes, the opt-in whose window the matrix must cover
 POLICIES = {"tools-held": bide.Policy(tool_outcomes="with_next_commit")}
 RESULTS: dict[str, Any] = {
@@ -89,6 +90,20 @@ def _then_work(result: Any) -> Any:
     (engine/run/held.py)."""
     time.sleep(10 * HOLD_BOUND)
     return result
+
+
+def langgraph_here() -> bool:
+    """Is LangGraph's prebuilt agent installed (the ``langgraph`` workload needs it)?"""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None
+               for m in ("langgraph", "langgraph.prebuilt", "langchain_core"))
+
+
+def warm(workload: str) -> None:
+    """Import what a workload needs once, in the worker, before it forks trials."""
+    if workload == "langgraph":
+        from . import lg_workload  # noqa: F401
 
 
 def build_flow(workload: str, world: World) -> bide.Flow:
@@ -207,6 +222,22 @@ def build_flow(workload: str, world: World) -> bide.Flow:
     return flow
 
 
+def by_tool(effects: Counter[str]) -> Counter[str]:
+    """The effects with each tool call's key left out (``tool:charge *``): a thread's keys
+    are new in every run of it, so runs compare by the tools they called."""
+    out = Counter[str]()
+    for line, n in effects.items():
+        out[f"{line.split()[0]} *" if line.startswith("tool:") else line] += n
+    return out
+
+
+def one_key_per_call(effects: Counter[str]) -> list[str]:
+    """Each tool of the LangGraph workload is called once in its script: a second key for
+    it is the call made again as another call (a step re-run from a lost checkpoint)."""
+    keys = Counter(line.split()[0] for line in effects if line.startswith("tool:"))
+    return [f"{tool} was called under {n} different keys" for tool, n in keys.items() if n > 1]
+
+
 def task_label(node: str, task: str) -> str:
     """A Send task's items are told apart in the world's counter: ``item[2]``."""
     return f"{node}[{task.rpartition(':')[2]}]" if node in SENT else node
@@ -226,8 +257,13 @@ def drive(home: Path, workload: str, durability: str, world: World) -> dict[str,
     counts = Counter[str]()
     for _ in range(40):
         with open_engine(home, workload, durability) as eng:
-            eng.register(build_flow(workload, world))
-            status = _step(eng, workload, world, counts)
+            if workload == "langgraph":
+                from . import lg_workload
+
+                status = lg_workload.step(eng, _head(eng), world, counts)
+            else:
+                eng.register(build_flow(workload, world))
+                status = _step(eng, workload, world, counts)
             seen.append(status)
         if status in ("FINISHED", "GAVE_UP"):
             break
@@ -324,12 +360,16 @@ def _approve_through_inbox(eng: bide.Engine, head: Any) -> None:
     aid = head.waiting["approval_id"]
     with eng.store.reader() as r:
         req = r.approval(aid)
-    inbox = eng.home / "inbox"
-    dropped = any(n.startswith(aid) for d in (inbox, inbox / ".work") if d.exists()
-                  for n in os.listdir(d))
-    if req is not None and req.decision is None and not dropped:
+    if req is not None and req.decision is None and not dropped(eng, aid):
         drop_decision(eng.home, aid, "approve", by="operator", reason="torture",
                       run_id=req.run_id, digest=req.digest)
+
+
+def dropped(eng: bide.Engine, approval_id: str) -> bool:
+    """Is a decision file for ``approval_id`` in the inbox, or claimed by a watcher?"""
+    inbox = eng.home / "inbox"
+    return any(n.startswith(approval_id) for d in (inbox, inbox / ".work") if d.exists()
+               for n in os.listdir(d))
 
 
 def _send_signals(eng: bide.Engine, head: Any) -> None:
@@ -390,7 +430,12 @@ def final(home: Path, workload: str, durability: str) -> dict[str, Any]:
     with open_engine(home, workload, durability) as eng:
         report = doctor(eng.store)
         head = _head(eng)
-        state = eng.state(head.run_id) if head else None
+        if workload == "langgraph" and head is not None:
+            from . import lg_workload
+
+            state = lg_workload.state(eng, head.run_id)
+        else:
+            state = eng.state(head.run_id) if head else None
         if workload == "schedule" and state is not None:  # one slot's run, not two
             state["slot_runs"] = len(eng.runs(flow="torture-schedule"))
         return {"status": head.status if head else None,
