@@ -14,7 +14,8 @@ from . import report, suite
 
 @click.command("bench")
 @click.argument("what", type=click.Choice((*suite.WHAT, "watch", "pg-wake", "map", "follow",
-                                                  "timers", "serve", "commit")), default="all")
+                                                  "timers", "serve", "commit", "langgraph-tools")),
+                default="all")
 @click.option("--quick", is_flag=True, help="Every workload and policy at small size (< 1 min).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every measurement to this file as JSON.")
@@ -53,7 +54,10 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
     --pg home if given); serve measures bide serve (needs bide[serve]): GET
     /runs/{id} per second against the same read in-process, and decision -> running
     again over HTTP against an inbox file; commit measures one durable commit (time,
-    device bytes) against the floors of a write-ahead file and of LMDB behind one.
+    device bytes) against the floors of a write-ahead file and of LMDB behind one;
+    langgraph-tools measures bide.langgraph.durable_tool: a call wrapped against the
+    same call bare, and a bide flow's ctx.tool, then LangGraph killed mid-run with and
+    without bide tools (effects duplicated, questions asked).
     """
     if pg_url is not None:
         from ..engine.postgres.home import is_url
@@ -87,6 +91,9 @@ def bench(what: str, quick: bool, json_path: Path | None, plot_path: Path | None
         click.echo(commit_path.render(out))
         if json_path is not None:
             json_path.write_text(to_json(out, indent=1) + "\n")
+        return
+    if what == "langgraph-tools":
+        _langgraph_tools(quick, json_path, home, seed, kills, jobs)
         return
     if plot_path is not None:
         try:
@@ -212,6 +219,24 @@ def _serve(quick: bool, json_path: Path | None, home: Path | None) -> None:
         home.mkdir(parents=True, exist_ok=True)
     out = serving.run(quick=quick, home=home, say=lambda line: click.echo(line, err=True))
     click.echo(serving.render(out))
+    if json_path is not None:
+        json_path.write_text(to_json(out, indent=1) + "\n")
+        click.echo(f"wrote {json_path}", err=True)
+
+
+def _langgraph_tools(quick: bool, json_path: Path | None, home: Path | None, seed: int,
+                     kills: int | None, jobs: int) -> None:
+    from . import langgraph_tools
+
+    why = langgraph_tools.skip()
+    if why is not None:
+        raise click.UsageError(f"langgraph-tools needs LangGraph: {why}")
+    if home is not None:
+        home.mkdir(parents=True, exist_ok=True)
+    out = langgraph_tools.run(quick=quick, home=home, seed=seed, kills=kills, jobs=jobs,
+                              say=lambda line: click.echo(line, err=True))
+    click.echo(langgraph_tools.render(out))
+    click.echo(f"\n{out['meta']['seconds']:.1f} s", err=True)
     if json_path is not None:
         json_path.write_text(to_json(out, indent=1) + "\n")
         click.echo(f"wrote {json_path}", err=True)
