@@ -1332,7 +1332,8 @@ def _how_to_decide(run_id: str, waiting: dict[str, Any]) -> str:
 SETTING_FLAGS = {  # option parameter -> setting key (engine/upkeep/home_config.py)
     "durability": "durability", "lease_ttl": "lease_ttl",
     "approval_key_file": "approval_key_file", "inbox_max_bytes": "inbox_max_bytes",
-    "workers": "watch.workers", "max_orphan_age": "watch.max_orphan_age",
+    "workers": "watch.workers", "overlap_after": "watch.overlap_after",
+    "max_orphan_age": "watch.max_orphan_age",
     "max_attempts": "watch.max_attempts", "rescan": "watch.rescan", "poll": "watch.poll",
 }
 
@@ -1358,6 +1359,10 @@ def setting_options(fn: F) -> F:
                      "than this  [default: 65536]"),
         click.option("--workers", type=click.IntRange(min=1),
                      help="Runs resumed at once (worker threads)  [default: 4]"),
+        click.option("--overlap-after", type=click.FloatRange(min=0), metavar="SECONDS",
+                     help="A resume runs alone until it has taken this long; then one more "
+                          "worker starts beside it (0: every worker at once)  "
+                          "[default: 0.025]"),
         click.option("--max-orphan-age", metavar="AGE", help="Fail orphaned runs older than "
                      "this instead of resuming them  [default: 24h]"),
         click.option("--max-attempts", type=click.IntRange(min=1),
@@ -1489,8 +1494,8 @@ def _watcher(eng: Engine, cfg: HomeConfig, limits: dict[str, int], log_json: boo
     """The watcher `bide watch` and `bide serve` run, with the settings in ``cfg``."""
     return Watcher(eng, poll=cfg["watch.poll"], max_orphan_age=cfg["watch.max_orphan_age"],
                    max_attempts=cfg["watch.max_attempts"], workers=cfg["watch.workers"],
-                   limits=limits, rescan=cfg["watch.rescan"],
-                   inbox_max_bytes=cfg["inbox_max_bytes"],
+                   overlap_after=cfg["watch.overlap_after"], limits=limits,
+                   rescan=cfg["watch.rescan"], inbox_max_bytes=cfg["inbox_max_bytes"],
                    events=WatchLog(click.echo, as_json=log_json),
                    readiness=Readiness(ready_file))
 

@@ -26,11 +26,18 @@ def test_targets_are_stated_met_or_not_for_the_default_watcher_only():
     got = {t["name"]: t["met"] for t in watching.targets(out)}
     assert got == {"burst p50, 200 files, 4 workers": True,
                    "burst last, 200 files, 4 workers": False,
+                   "burst last, 200 files, 4 workers, against 1 worker's": True,
                    "a decision for an idle run while others are busy": True,
                    "idle CPU over 100000 finished runs": False}
     text = watching.render(out)
     assert "NOT met: burst last, 200 files, 4 workers <= 300 ms (measured 310.0)" in text
     assert "bound:" not in text  # a row without the watcher's CPU gets no bound line
+    out["latency"][1]["overlap_after"] = 0.0  # all at once: a row to compare, no target
+    assert not any("4 workers" in t["name"] for t in watching.targets(out))
+    out["latency"][0]["burst_last_ms"] = 250.0
+    out["latency"][1]["overlap_after"] = None
+    assert {t["name"]: t["met"] for t in watching.targets(out)}[
+        "burst last, 200 files, 4 workers, against 1 worker's"] is False
 
 
 def test_a_missed_burst_target_prints_the_cpu_bound_that_stops_it():

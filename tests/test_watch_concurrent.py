@@ -195,6 +195,46 @@ def test_a_run_offered_while_a_worker_has_it_runs_again_after_never_twice_at_onc
         assert d.close(DEADLINE)
 
 
+def _peak_of(workers: int, runs: int, hold: float, **options: float) -> int:
+    """How many of ``runs`` runs, each taking ``hold`` seconds, a dispatcher ran at once."""
+    inside, peak, lock = [0], [0], threading.Lock()
+    done = threading.Semaphore(0)
+
+    def work(run_id: str) -> None:
+        with lock:
+            inside[0] += 1
+            peak[0] = max(peak[0], inside[0])
+        time.sleep(hold)
+        with lock:
+            inside[0] -= 1
+        done.release()
+
+    d = Dispatcher(work, workers=workers, log=lambda _line: None, **options)
+    d.start()
+    try:
+        for i in range(runs):
+            d.offer(f"r{i}", "f")
+        for _ in range(runs):
+            assert done.acquire(timeout=DEADLINE)
+    finally:
+        assert d.close(DEADLINE)
+    return peak[0]
+
+
+def test_short_resumes_run_one_at_a_time_and_long_ones_overlap_up_to_the_workers():
+    # shorter than overlap_after: a burst runs on one thread (no GIL hand-offs)
+    assert _peak_of(4, 12, 0.0, overlap_after=1.0) == 1
+    # a run that waits (a slow tool) lets one more start each overlap_after, up to 4
+    assert _peak_of(4, 8, 0.4, overlap_after=0.01) == 4
+    assert _peak_of(4, 8, 0.2, overlap_after=0) == 4  # 0: all workers at once, as before
+
+
+@pytest.mark.parametrize("bad", [-1, "0.1", True, float("nan")])
+def test_a_bad_overlap_after_is_refused_naming_it(bad):
+    with pytest.raises(ValueError, match="overlap_after must be a number of seconds"):
+        Dispatcher(lambda run_id: None, workers=2, overlap_after=bad)
+
+
 def test_a_worker_error_is_logged_and_the_worker_serves_on():
     lines: list[str] = []
     done = threading.Event()

@@ -53,7 +53,7 @@ from ..run.recovery import RecoveredRun
 from ..run.run_view import RunView
 from ..run.runs import Run
 from ..storage.index import RunHead
-from .dispatch import Dispatcher
+from .dispatch import OVERLAP_AFTER, Dispatcher
 from .readiness import Readiness
 from .schedule_loop import ScheduleLoop
 from .waker import RESCAN, RETRY, Waker, survey
@@ -65,7 +65,9 @@ PAST_DUE = 0.002  # pass this long after a due time (a run is due once its time 
 
 
 class Watcher:
-    """Serve one home: inbox decisions in, runs resumed by ``workers`` threads at once.
+    """Serve one home: inbox decisions in, runs resumed by up to ``workers`` threads at once
+    (one while resumes are short; one more for each that runs past ``overlap_after``
+    seconds: ``dispatch.py``).
 
     ``limits`` caps how many runs of a flow run at once (``{flow: n}``). What it does
     goes to ``events`` (``watch_log``; by default plain lines to ``log``); ``readiness``
@@ -75,6 +77,7 @@ class Watcher:
     DEFAULT_WORKERS = DEFAULT_WORKERS
 
     def __init__(self, engine: Engine, *, workers: int = DEFAULT_WORKERS,
+                 overlap_after: float = OVERLAP_AFTER,
                  limits: Mapping[str, int] | None = None, poll: bool = False,
                  max_orphan_age: float = 86400.0, max_attempts: int = 5,
                  rescan: float | None = None, grace: float = 30.0,
@@ -92,7 +95,8 @@ class Watcher:
             raise ValueError(f"rescan must be a number of seconds above 0, not {rescan!r}")
         self.engine, self.poll, self.rescan, self.log = engine, poll, rescan, log
         self.max_orphan_age, self.max_attempts, self.grace = max_orphan_age, max_attempts, grace
-        self.dispatcher = Dispatcher(self._advance, workers=workers, limits=limits, log=log)
+        self.dispatcher = Dispatcher(self._advance, workers=workers, limits=limits, log=log,
+                                     overlap_after=overlap_after)
         self.inbox = Inbox(engine, on_recorded=self._offer_decided, max_bytes=inbox_max_bytes)
         self.stop = engine.stopping
         self._loop: asyncio.AbstractEventLoop | None = None

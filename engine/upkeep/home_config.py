@@ -10,6 +10,7 @@ home instead::
 
     [watch]
     workers = 8
+    overlap_after = 0.025          # seconds a resume runs before one more starts beside it
     max_orphan_age = "24h"         # or a number of seconds
     max_attempts = 5
     rescan = 1.0
@@ -122,6 +123,9 @@ SETTINGS: tuple[Setting, ...] = (
             "--inbox-max-bytes", "decision files larger than this are rejected"),
     Setting("watch.workers", 4, lambda v: _number(v, at_least=1, whole=True), "--workers",
             "runs a watcher resumes at once"),
+    Setting("watch.overlap_after", 0.025, lambda v: _number(v, at_least=0), "--overlap-after",
+            "seconds a resume runs before another worker starts one beside it (0: all at "
+            "once)"),
     Setting("watch.max_orphan_age", 86400.0, _age, "--max-orphan-age",
             "fail orphaned runs older than this instead of resuming them"),
     Setting("watch.max_attempts", 5, lambda v: _number(v, at_least=1, whole=True),
