@@ -21,7 +21,6 @@ from typing import Any
 
 import bide
 from bide.engine.human.inbox import drop_decision
-from bide.engine.ops.watcher import Watcher
 from bide.langgraph import current_call, durable_tool, serve_graphs
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, ToolMessage
@@ -100,20 +99,19 @@ def step(eng: bide.Engine, head: Any, world: Any, counts: Counter[str]) -> str:
     status = head.status
     if status == "DONE":
         return "FINISHED"
+    from .workloads import resume, watch_once
+
     if status == "WAITING_INPUT":
         _answer_through_inbox(eng, head)
-        Watcher(eng, log=lambda line: None).once()
-        counts["watched"] += 1
+        watch_once(eng, counts)
     elif status == "NEEDS_RECONCILIATION":
         counts["unknown_surfaced"] += 1
         _reconcile(eng, head, world)
-        eng.resume(head.run_id)
-        counts["resumed"] += 1
+        resume(eng, head.run_id, counts)
     elif status == "FAILED":
         return "GAVE_UP"
     else:
-        eng.resume(head.run_id)
-        counts["resumed"] += 1
+        resume(eng, head.run_id, counts)
     return status
 
 

@@ -295,24 +295,31 @@ def _step(eng: bide.Engine, workload: str, world: World, counts: Counter[str]) -
     if status in ("WAITING_APPROVAL", "WAITING_SIGNAL"):
         if status == "WAITING_APPROVAL":
             _approve_through_inbox(eng, head)
-        Watcher(eng, log=lambda line: None).once()
-        counts["watched"] += 1
+        watch_once(eng, counts)
     elif status == "SLEEPING":  # wait out the due time; a watcher resumes it
         time.sleep(max(0.0, head.waiting["until"] - time.time()))
-        Watcher(eng, log=lambda line: None).once()
-        counts["watched"] += 1
+        watch_once(eng, counts)
     elif status == "NEEDS_RECONCILIATION":
         counts["unknown_surfaced"] += 1
         _reconcile(eng, head, world)
-        eng.resume(head.run_id)
-        counts["resumed"] += 1
+        resume(eng, head.run_id, counts)
     elif status == "FAILED" and (workload != "fanout" or counts["failed"] >= 2):
         return "GAVE_UP"
     else:
         counts["failed"] += status == "FAILED"
-        eng.resume(head.run_id)
-        counts["resumed"] += 1
+        resume(eng, head.run_id, counts)
     return status
+
+
+def watch_once(eng: bide.Engine, counts: Counter[str]) -> None:
+    """What the operator does for a run that waits on the inbox: one watcher pass."""
+    Watcher(eng, log=lambda line: None).once()
+    counts["watched"] += 1
+
+
+def resume(eng: bide.Engine, run_id: str, counts: Counter[str]) -> None:
+    eng.resume(run_id)
+    counts["resumed"] += 1
 
 
 def _head(eng: bide.Engine) -> Any:
