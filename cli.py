@@ -37,6 +37,7 @@ from . import (
     CopyReport,
     Decision,
     DecisionNotAllowed,
+    DecisionRefused,
     Engine,
     Event,
     Flow,
@@ -940,8 +941,18 @@ def pending(home: Path, as_json: bool) -> None:
     _out(as_json, rows, lambda: table(
         ["approval", "run", "kind", "node", "action~", "asked", "expires"],
         [[r["approval_id"] or "-", r["run_id"], r["kind"], r["node"], _action(r),
-          ago(r["requested_at"], now), _expires(r, now)] for r in rows])
+          ago(r["requested_at"], now), _expires(r, now)] for r in rows]) + _reviews(rows)
         if rows else "nothing waits")
+
+
+def _reviews(rows: list[dict[str, Any]]) -> str:
+    """Each HITL review's calls in full, with the decisions each takes."""
+    lines = [f"  {r['approval_id']}: {a['call']}  [{' / '.join(a['allowed'])}]"
+             + (f"  ({a['description'].strip().splitlines()[0]})"
+                if a["description"].strip() else "")
+             for r in rows if r.get("review") for a in r["review"]["actions"]]
+    return "\n\nreviews (bide approve [--reject], or bide answer --edit/--respond):\n" \
+        + "\n".join(lines) if lines else ""
 
 
 def _action(row: dict[str, Any]) -> str:
@@ -1028,7 +1039,13 @@ def _deliver(home: Path, inbox: Path | None, approval_id: str, decision: str, *,
 
 @main.command()
 @click.argument("approval_id", metavar="QUESTION")
-@click.argument("value_json", metavar="VALUE_JSON")
+@click.argument("value_json", metavar="VALUE_JSON", required=False)
+@click.option("--edit", "edits", multiple=True, metavar="ARGS_JSON",
+              help="A HITL review: run its call with these arguments instead (once per call "
+                   "under review, in order; null approves that call as it is).")
+@click.option("--respond", metavar="TEXT",
+              help="A HITL review: reply TEXT in place of every call under review (the tool "
+                   "is not run).")
 @click.option("--home", type=HOME, envvar="BIDE_HOME", default=".bide",
               show_default=True, show_envvar=True,
               help="The bide home directory, or a postgresql:// URL.")
@@ -1043,7 +1060,8 @@ def _deliver(home: Path, inbox: Path | None, approval_id: str, decision: str, *,
               help="Drop the answer file into this directory (the one a watcher serves "
                    "with --inbox).")
 @click.option("--json", "as_json", is_flag=True, help="Print the recorded answer as JSON.")
-def answer(approval_id: str, value_json: str, home: Path, by: str, reason: str | None,
+def answer(approval_id: str, value_json: str | None, edits: tuple[str, ...],
+           respond: str | None, home: Path, by: str, reason: str | None,
            key_file: Path | None, inbox: Path | None, as_json: bool) -> None:
     """Answer a question a run asked (ctx.ask) with a JSON value: an answer file dropped
     into the inbox, or, on a postgresql:// home, recorded in the database at once.
@@ -1051,9 +1069,25 @@ def answer(approval_id: str, value_json: str, home: Path, by: str, reason: str |
     The value is checked against the question's schema first (no --app needed: the
     question stores it as JSON Schema); one that does not match is refused with the
     reason and nothing is written. To decline a question: bide approve ID --reject.
+
+    A review by LangChain's HumanInTheLoopMiddleware takes HITL's own response as
+    VALUE_JSON, or --edit / --respond, which build it.
     """
+    if sum(x is not None and x != () for x in (value_json, edits, respond)) != 1:
+        raise click.UsageError("give one of VALUE_JSON, --edit or --respond")
+    if value_json is not None:
+        value = _json_arg(value_json)
+    else:
+        eng = open_home(home, create=False)
+        try:
+            value = eng.review_answer(approval_id, respond=respond, edit=None if not edits
+                                      else [_json_arg(e) for e in edits])
+        except DecisionRefused as exc:
+            raise click.UsageError(str(exc)) from None
+        finally:
+            eng.close()
     _deliver(home, inbox, approval_id, Decision.ANSWER, by=by, reason=reason,
-             result=_json_arg(value_json), key_file=key_file, as_json=as_json)
+             result=value, key_file=key_file, as_json=as_json)
 
 
 @main.command("signal")

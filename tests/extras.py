@@ -18,7 +18,8 @@ import pytest
 EXTRAS = {
     "mypy": "test", "ruff": "test", "psycopg": "postgres", "starlette": "serve", "uvicorn": "serve",
     "httpx": "serve", "opentelemetry": "otel", "langgraph": "langgraph",
-    "langchain_core": "langgraph", "playwright": "browser", "shiv": "pack", "packaging": "pack",
+    "langchain_core": "langgraph", "langchain": "langgraph", "playwright": "browser",
+    "shiv": "pack", "packaging": "pack",
     "matplotlib": "plot", "langgraph.checkpoint.sqlite": "compare",
     "langgraph.checkpoint.postgres": "compare",
 }

@@ -24,12 +24,14 @@ from ..base import faults
 from ..base.errors import (
     BideError,
     ConfigError,
+    DecisionRefused,
     FlowMismatch,
     RunExists,
     RunNotResumable,
     StaleLease,
     StateNotSerializable,
     StoreError,
+    UnknownApproval,
     UnknownFlow,
     UnknownRun,
     UnknownSchedule,
@@ -41,7 +43,7 @@ from ..human import signing
 from ..human.in_doubt import request_preview
 from ..postgres import home as pg_home
 from ..read import inspect
-from ..run import children, lease_clock, schedules, signals, timers
+from ..run import children, lease_clock, reviews, schedules, signals, timers
 from ..run.approvals import Doors, check_decision, decided, undecided
 from ..run.blocking import BLOCKED, block_records, describe, signature
 from ..run.executor import Cursor, Execution, let_go
@@ -548,6 +550,32 @@ class Engine(Surface):
         """
         check_serializable(value, f"the answer to {approval_id!r}")
         return self.decide(approval_id, Decision.ANSWER, by=by, reason=reason, result=value)
+
+    def review_answer(self, approval_id: str, *,
+                      edit: Sequence[dict[str, Any] | None] | None = None,
+                      respond: str | None = None) -> Any:
+        """The answer a HITL review (LangChain's ``HumanInTheLoopMiddleware``) takes for
+        these edits — ``edit``: the arguments of each call under review, in order, None
+        for a call approved as it is — or for replying ``respond`` in every call's place.
+        Records nothing: give it to ``answer``.
+
+        Raises:
+            UnknownApproval. DecisionRefused: not a review, or the edit or reply is one
+                its review configs do not allow.
+        """
+        with self.store.reader() as r:
+            req = r.approval(approval_id)
+        if req is None:
+            raise UnknownApproval(approval_id)
+        review = reviews.review_of(req.payload, req.schema)
+        if review is None or (edit is None) == (respond is None):
+            raise DecisionRefused(approval_id, "it is not a HITL review" if review is None
+                                  else "give either the edited arguments or a reply")
+        try:
+            return review.edited(list(edit)) if edit is not None else review.responded(
+                str(respond))
+        except ValueError as exc:
+            raise DecisionRefused(approval_id, str(exc)) from None
 
     async def aanswer(self, approval_id: str, value: Any, *, by: str | None = None,
                       reason: str | None = None) -> bool:

@@ -574,10 +574,10 @@ class DecisionNotAllowed(DecisionRefused):
 class InvalidAnswer(DecisionRefused):
     """An answer that does not fit the question's schema: nothing is recorded."""
 
-    def __init__(self, approval_id: str, problem: str) -> None:
-        self.problem = problem
+    def __init__(self, approval_id: str, problem: str, *, expected: str | None = None) -> None:
+        self.problem, self.expected = problem, expected
         super().__init__(approval_id, f"the answer does not match the question's schema: "
-                         f"{problem}")
+                         f"{problem}" + (f" (it takes {expected})" if expected else ""))
 
 
 class QuestionRejected(ApprovalError):

@@ -11,7 +11,10 @@ every interrupt it stopped at is settled (``engine/langgraph/runner.py``).
 
 An interrupt is a question (kind ``input``): ``answer`` resumes with the answer's
 value, ``approve``/``reject`` (and an expiry, as a rejection) with a small dict
-saying so. An interrupt a bide tool raised about a call whose outcome is unknown
+saying so. One raised by LangChain's ``HumanInTheLoopMiddleware`` is a review
+(kind ``approval``, ``engine/run/reviews.py``): every way of deciding it resumes
+with HITL's own decisions, and a door refuses what its review configs do not allow.
+An interrupt a bide tool raised about a call whose outcome is unknown
 (``engine/langgraph/tools.py``) is a reconciliation instead, with the tool and its
 intent, decided ``mark_done``/``retry``/``abort`` like a flow's.
 
@@ -29,7 +32,8 @@ from typing import Any
 
 from ...formats import ApprovalRequested, check_serializable
 from ...formats.errors import NotSerializable
-from ..base.vocabulary import RECONCILE_DECISIONS, Decision, Status, Waiting
+from ..base.vocabulary import RECONCILE_DECISIONS, Decision, Waiting, pause_status
+from ..run import reviews
 from ..run.approvals import approval_id, digest_of, question_digest
 from ..run.run_view import expired
 from ..storage.index import ApprovalState
@@ -39,6 +43,7 @@ BIDE = "__bide__"  # marks the value of an interrupt a bide tool raised
 RECONCILIATION = "reconciliation"
 INTERRUPT_DECISIONS = (Decision.ANSWER.value, Decision.APPROVE.value, Decision.REJECT.value)
 _PULL = re.compile(r"__pregel_pull, ([^,]+)")
+_PUSH = re.compile(r"~__pregel_push, (\d+)(?:,|$)")
 
 
 @dataclass
@@ -54,6 +59,13 @@ def node_of_path(task_path: str) -> str:
     """The node of a LangGraph task path (``~__pregel_pull, agent``); "" for a pushed task."""
     found = _PULL.search(task_path)
     return found.group(1).strip() if found else ""
+
+
+def pushed_index(task_path: str) -> int | None:
+    """The index of a pushed task's ``Send`` in its checkpoint's tasks channel
+    (``~__pregel_push, 0000000002, ...``), or None for another kind of task."""
+    found = _PUSH.match(task_path)
+    return int(found.group(1)) if found else None
 
 
 def shown(value: Any) -> Any:
@@ -87,37 +99,46 @@ def interrupt_approval_id(thread: str, task_id: str, interrupt_id: str, digest: 
 
 
 def requests(r: Reader, *, thread: str, task_id: str, task_path: str, interrupts: Iterable[Any],
-             state_version: int, now: float, ttl: float | None) -> Asked:
-    """The requests for a task's interrupts (those not recorded yet as ``records``)."""
-    node = node_of_path(task_path)
+             state_version: int, now: float, ttl: float | None, node: str = "") -> Asked:
+    """The requests for a task's interrupts (those not recorded yet as ``records``);
+    ``node``: the task's node when its path does not say (a pushed task's)."""
+    node = node_of_path(task_path) or node
     records: list[ApprovalRequested] = []
     ids: list[str] = []
-    status = Status.WAITING_INPUT.value
+    kinds: set[str] = set()
     for found in interrupts:
         value = getattr(found, "value", None)
         if isinstance(value, dict) and is_reconciliation(value):
             req = _reconciliation(thread, task_id, node, value, state_version, now)
-            status = Status.NEEDS_RECONCILIATION.value
         else:
             req = _question(thread, task_id, node, found, value, state_version, now, ttl)
+        kinds.add(req.kind)
         ids.append(req.approval_id)
         if r.approval(req.approval_id) is None and all(
                 q.approval_id != req.approval_id for q in records):
             records.append(req)
-    return Asked(records, ids, status)
+    return Asked(records, ids, pause_status(kinds).value)
 
 
 def _question(thread: str, task_id: str, node: str, found: Any, value: Any, state_version: int,
               now: float, ttl: float | None) -> ApprovalRequested:
+    """A plain interrupt's question, or a HITL review (``reviews.py``): its kind, what it
+    allows, the schema of its answer and whether it may expire follow its review."""
     payload = shown(value)
     question = question_of(value)
     schema = _schema(found)
-    digest = question_digest(question, payload, schema)
+    digest = question_digest(question, payload, schema)  # the id binds what was shown
+    review = reviews.review_of(payload, schema)
+    expires = None if ttl is None or (review is not None and not review.can_expire()) \
+        else now + ttl
     return ApprovalRequested(
         run_id=thread, approval_id=interrupt_approval_id(thread, task_id, str(found.id), digest),
-        kind=Waiting.INPUT.value, node=node, task=task_id, action=question, payload=payload,
-        digest=digest, state_version=state_version, allowed=list(INTERRUPT_DECISIONS),
-        requested_at=now, expires_at=None if ttl is None else now + ttl, schema=schema)
+        kind=Waiting.INPUT.value if review is None else Waiting.APPROVAL.value, node=node,
+        task=task_id, action=question if review is None else review.summary(), payload=payload,
+        digest=digest, state_version=state_version,
+        allowed=list(INTERRUPT_DECISIONS) if review is None else review.decisions(),
+        requested_at=now, expires_at=expires,
+        schema=schema if review is None else review.schema(schema))
 
 
 def _reconciliation(thread: str, task_id: str, node: str, value: dict[str, Any],
@@ -150,12 +171,19 @@ def _schema(found: Any) -> dict[str, Any] | None:
 
 def resume_value(req: ApprovalState, now: float) -> tuple[bool, Any]:
     """``(settled, value)``: what the interrupt of ``req`` resumes with, once decided
-    or expired (an expired request resumes as a rejection, as a flow's does)."""
+    or expired (an expired request resumes as a rejection, as a flow's does); a HITL
+    review's, in HITL's own shape whatever door decided it."""
+    review = None if req.kind == Waiting.RECONCILIATION else reviews.review_of(
+        req.payload, req.schema)
     if req.decision is None:
         if not expired(req, now):
             return False, None
+        if review is not None:
+            return True, review.resume(Decision.REJECT, "expired", None)
         return True, {"decision": Decision.REJECT.value, "by": "bide", "reason": "expired",
                       "approval_id": req.approval_id}
+    if review is not None:
+        return True, review.resume(req.decision, req.reason, req.result)
     if req.decision == Decision.ANSWER and req.kind == Waiting.INPUT:
         return True, req.result
     return True, {"decision": req.decision, "by": req.by, "reason": req.reason,

@@ -69,9 +69,11 @@ from ..run.host import Doors
 from ..storage.lmdb_store import DEFAULT_MAP_SIZE, DEFAULT_MAX_SIZE, LMDBStore
 from ..storage.store import Reader, Store
 from .held import fence_for
+from .interrupts import pushed_index
 from .interrupts import requests as interrupt_requests
 from .store import Stored, Threads
 
+TASKS = "__pregel_tasks"  # the channel of a step's Sends (langgraph.constants.TASKS)
 _ERROR = "__error__"
 _BATCH = 32
 
@@ -139,7 +141,8 @@ def unanswered(r: Reader, thread: str, now: float) -> list[Any]:
     closed = []
     for aid in waiting.get("approval_ids") or []:
         req = r.approval(aid)
-        if req is not None and req.decision is None and req.kind == Waiting.INPUT:
+        if req is not None and req.decision is None and req.kind in (Waiting.INPUT,
+                                                                     Waiting.APPROVAL):
             closed.append(decided(req, Decision.ANSWER, by="langgraph",
                                   reason="the thread was resumed by its caller", at=now))
     return closed
@@ -287,13 +290,14 @@ class BideSaver(BaseCheckpointSaver[str]):
         ask = None
         if found and not ns:  # a subgraph's interrupts reach the root's writes too
             now, ttl = self.threads.clock(), self.interrupt_ttl
+            node = self._pushed_node(config, task_path)
 
             def ask(r: Any) -> tuple[list[Any], list[str], str]:
                 head = r.head(thread)
                 got = interrupt_requests(
                     r, thread=thread, task_id=task_id, task_path=task_path,
                     interrupts=found, state_version=0 if head is None else head.state_version,
-                    now=now, ttl=ttl)
+                    now=now, ttl=ttl, node=node)
                 asked[:] = got.records
                 return list(got.records), got.ids, got.status
         self.threads.put_writes(
@@ -308,6 +312,24 @@ class BideSaver(BaseCheckpointSaver[str]):
             if self.doors is not None:
                 for req in asked:
                     write_request_file(self.doors, req)
+
+    def _pushed_node(self, config: RunnableConfig, task_path: str) -> str:
+        """The node a pushed task (a ``Send``, e.g. a tool call of ``create_agent``) runs:
+        its path holds only the Send's index in the checkpoint's tasks channel."""
+        index = pushed_index(task_path)
+        if index is None:
+            return ""
+        thread, ns = _where(config)
+        try:  # LangGraph (durability "async") may still be storing that checkpoint
+            self.threads.wait_stored(thread, [(ns, str(config["configurable"]["checkpoint_id"]))],
+                                     timeout=5.0)
+        except StoreError:
+            return ""  # the request is asked all the same, without its node's name
+        stored = self.get_tuple(config)
+        sends = stored.checkpoint["channel_values"].get(TASKS) if stored is not None else None
+        if not isinstance(sends, list) or not 0 <= index < len(sends):
+            return ""
+        return str(getattr(sends[index], "node", "") or "")
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the thread's latest; None if there is none."""

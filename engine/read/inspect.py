@@ -42,7 +42,7 @@ from ..base.errors import UnknownVersion as UnknownVersion  # its old home, stil
 from ..base.render import clip, due_text, first_line, preview, size
 from ..base.vocabulary import IN_DOUBT, Decision, Status, Waiting
 from ..human.in_doubt import waiting_with_preview
-from ..run import children, signals, timers
+from ..run import children, reviews, signals, timers
 from ..run.host import Host
 from ..run.planned import sends_of
 from ..run.run_view import RunView, owner_alive, status_reason
@@ -440,4 +440,13 @@ def pending_row(a: Any, args_preview: str | None = None) -> dict[str, Any]:
             "tool": a.tool, "intent": a.intent, "requested_at": a.requested_at,
             "expires_at": a.expires_at, "schema": a.schema,
             "question": a.action if a.kind == Waiting.INPUT else None,
-            "until": timers.until_of(a) if a.kind == Waiting.TIMER else None}
+            "until": timers.until_of(a) if a.kind == Waiting.TIMER else None,
+            "review": _review(a)}
+
+
+def _review(a: Any) -> dict[str, Any] | None:
+    """A HITL review's calls, as ``reviews.Review.shown`` (None: not a review)."""
+    if a.kind == Waiting.RECONCILIATION:
+        return None
+    review = reviews.review_of(a.payload, a.schema)
+    return None if review is None else review.shown()

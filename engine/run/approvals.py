@@ -23,7 +23,7 @@ from ..base.render import to_json
 from ..base.vocabulary import APPROVAL_DECISIONS, Decision, Waiting
 from ..storage.index import ApprovalState
 from ..storage.store import Reader
-from . import value_schema
+from . import reviews, value_schema
 from .host import Doors as Doors  # re-exported: where decisions come in, beside them
 from .run_view import expired
 
@@ -56,20 +56,27 @@ def decision_file(req: ApprovalRequested | ApprovalState, decision: str) -> dict
             "reason": "why", "run_id": req.run_id, "digest": req.digest}
     if decision == Decision.ANSWER:  # a value of the schema's shape, to fill in
         del body["reason"]
-        body["value"] = value_schema.example(req.schema)
+        review = reviews.review_of(req.payload, req.schema)
+        body["value"] = value_schema.example(req.schema) if review is None else review.template()
     return body
 
 
 def approve_command(home: Path | str, req: ApprovalRequested) -> str:
     """The ``bide approve`` line that decides this request (its own decisions, not approve);
     ``bide answer`` for a question."""
+    where = f"--home {shlex.quote(str(home))}"
     if req.kind == Waiting.INPUT:
-        return (f"bide answer {req.approval_id} 'VALUE_JSON' --home {shlex.quote(str(home))} "
+        return (f"bide answer {req.approval_id} 'VALUE_JSON' {where} "
                 f"(or bide approve {req.approval_id} --reject, to decline)")
+    if reviews.review_of(req.payload, req.schema) is not None:  # HITL's: approve, or answer
+        approve = f"bide approve {req.approval_id} [--reject] {where}, or " \
+            if Decision.APPROVE in req.allowed or Decision.REJECT in req.allowed else ""
+        return (f"{approve}bide answer {req.approval_id} --edit 'ARGS_JSON' | --respond TEXT | "
+                f"'HITL_RESPONSE_JSON' {where}")
     if list(req.allowed) == list(APPROVAL_DECISIONS):
-        return f"bide approve {req.approval_id} [--reject] --home {shlex.quote(str(home))}"
+        return f"bide approve {req.approval_id} [--reject] {where}"
     return (f"bide approve {req.approval_id} --decision {'|'.join(req.allowed)} "
-            f"[--result JSON with mark_done] --home {shlex.quote(str(home))}")
+            f"[--result JSON with mark_done] {where}")
 
 
 def write_request_file(doors: Doors, req: ApprovalRequested) -> Path | None:
@@ -99,6 +106,9 @@ def write_request_file(doors: Doors, req: ApprovalRequested) -> Path | None:
     if req.kind == Waiting.INPUT:
         body.update(question=req.action, schema=req.schema,
                     answer_file=decision_file(req, Decision.ANSWER))
+    review = reviews.review_of(req.payload, req.schema)
+    if review is not None:  # HITL's calls as a person reads them; its answer's schema
+        body.update(review=review.shown(), schema=req.schema)
     return atomic_write_json(doors.requests / f"{req.approval_id}.json", body)
 
 
@@ -171,7 +181,9 @@ def check_decision(
     if decision not in req.allowed:
         raise DecisionNotAllowed(approval_id, req.kind, decision, list(req.allowed))
     if decision == Decision.ANSWER and (why := value_schema.problem(value, req.schema)):
-        raise InvalidAnswer(approval_id, why)
+        review = reviews.review_of(req.payload, req.schema)
+        raise InvalidAnswer(approval_id, why, expected=None if review is None else
+                            review.expected())
     if run_id is not None and run_id != req.run_id:
         raise DecisionRefused(approval_id, f"run_id {run_id!r} does not match the request's "
                               f"run {req.run_id!r}")

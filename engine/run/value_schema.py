@@ -150,7 +150,9 @@ class _Checker:
                     self.check(value, sub, path)
                     break
                 except SchemaProblem as exc:
-                    why.append(str(exc).removeprefix(f"{path}: "))
+                    text = str(exc).removeprefix(f"{path}: ")
+                    if text not in why:  # forms that fail alike are said once
+                        why.append(text)
             else:
                 raise SchemaProblem(f"{path}: matches none of the allowed forms ("
                                     + "; ".join(why) + ")")
